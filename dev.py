@@ -1,0 +1,37 @@
+"""Bootstrap: `python3 dev.py demo` runs the main job, `python3 dev.py test` runs every default nox session.
+
+Needs only python3: nox is installed into .venv-nox on first use. Extra arguments go to nox.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+TOOL_VENV = ROOT / ".venv-nox"
+COMMANDS = {"test": [], "demo": ["-s", "demo"], "bench": ["-s", "bench"]}
+
+
+def _nox_python() -> Path:
+    python = TOOL_VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if not python.exists():
+        venv.EnvBuilder(with_pip=True).create(TOOL_VENV)
+    if subprocess.run([python, "-c", "import nox"], capture_output=True).returncode != 0:
+        subprocess.run([python, "-m", "pip", "install", "--quiet", "nox>=2024.3.2"], check=True)
+    return python
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: python3 dev.py {{{','.join(COMMANDS)}}} [nox arguments...]", file=sys.stderr)
+        return 2
+    command, extra = argv[0], argv[1:]
+    return subprocess.run([_nox_python(), "-m", "nox", "-f", ROOT / "noxfile.py", *COMMANDS[command], *extra]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
