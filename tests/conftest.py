@@ -1,0 +1,21 @@
+"""Shared test setup: the repo root on sys.path (for `tools`), and no warn-once memo leaking between tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warning_memo():
+    from unsloth_zoo import dataset_num_proc
+
+    dataset_num_proc.reset_warning_state()
+    yield
+    dataset_num_proc.reset_warning_state()
