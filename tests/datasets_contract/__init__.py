@@ -1,0 +1,1 @@
+"""Which `num_proc` values make each supported `datasets` release build a worker pool."""
