@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Find the dataset worker-count policy: the zoo's module when installed, else unsloth's generated fallback.
+
+A top-level module of its own, so a process that never imports `unsloth` (Studio's backend) can use it
+without paying for the package's import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+import threading
+from types import ModuleType
+from typing import Optional
+
+CANONICAL_MODULE = "unsloth_zoo.dataset_num_proc"
+PACKAGED_FALLBACK_MODULE = "unsloth.dataset_num_proc"
+# The off-disk copy is registered under this name, so every later call gets the same module object.
+OFF_DISK_MODULE_NAME = "_unsloth_dataset_num_proc_fallback"
+
+logger = logging.getLogger(__name__)
+_load_lock = threading.Lock()
+_warned_no_policy = False
+
+
+def load_policy() -> Optional[ModuleType]:
+    """The policy module, trying the zoo, then `unsloth`'s copy, then that copy off disk; None if all fail."""
+    global _warned_no_policy
+    failures = []
+    try:
+        return importlib.import_module(CANONICAL_MODULE)
+    except Exception as error:
+        failures.append(f"{CANONICAL_MODULE}: {error!r}")
+    if "unsloth" in sys.modules:
+        try:
+            return importlib.import_module(PACKAGED_FALLBACK_MODULE)
+        except Exception as error:
+            failures.append(f"{PACKAGED_FALLBACK_MODULE}: {error!r}")
+    try:
+        return _load_fallback_off_disk()
+    except Exception as error:
+        failures.append(f"{OFF_DISK_MODULE_NAME}: {error!r}")
+    if not _warned_no_policy:
+        _warned_no_policy = True
+        logger.warning(
+            "No dataset worker-count policy could be loaded (%s); callers fall back to their safe defaults.",
+            "; ".join(failures),
+        )
+    return None
+
+
+def _load_fallback_off_disk() -> ModuleType:
+    with _load_lock:
+        module = sys.modules.get(OFF_DISK_MODULE_NAME)
+        if module is not None:
+            return module
+        # find_spec on a top-level package locates it without executing its __init__.py.
+        package = importlib.util.find_spec("unsloth")
+        if package is None or not package.submodule_search_locations:
+            raise ModuleNotFoundError("the unsloth package is not installed")
+        path = os.path.join(list(package.submodule_search_locations)[0], "dataset_num_proc.py")
+        spec = importlib.util.spec_from_file_location(OFF_DISK_MODULE_NAME, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[OFF_DISK_MODULE_NAME] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[OFF_DISK_MODULE_NAME]
+            raise
+        return module
