@@ -13,12 +13,14 @@ Only the standard library is imported here; `psutil` and `multiprocess` are read
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
 import math
 import numbers
 import os
+import signal
 import sys
 import threading
 from typing import Any, Iterator, Optional, Sequence, TextIO, Tuple
@@ -30,6 +32,7 @@ __all__ = [
     "NUM_PROC_ENV_VAR",
     "PROC_MEMINFO",
     "PROC_SELF_CGROUP",
+    "PROC_VMSTAT",
     "WORKER_MEMORY_BUDGET_GB",
     "ZOO_MIN_ROWS_FOR_MULTIPROC",
     "HostFacts",
@@ -38,8 +41,10 @@ __all__ = [
     "environment_override",
     "explain_dataset_num_proc",
     "get_dataset_num_proc",
+    "map_failure_diagnostics",
     "multiprocessing_start_method",
     "reset_warning_state",
+    "resolve_responses_only_num_proc",
 ]
 
 NUM_PROC_ENV_VAR = "UNSLOTH_DATASET_NUM_PROC"
@@ -50,6 +55,7 @@ ZOO_MIN_ROWS_FOR_MULTIPROC = 5000
 CGROUP_ROOT = "/sys/fs/cgroup"
 PROC_SELF_CGROUP = "/proc/self/cgroup"
 PROC_MEMINFO = "/proc/meminfo"
+PROC_VMSTAT = "/proc/vmstat"
 
 # Checked in order; the first that holds a positive integer is the number of ranks sharing this host.
 LOCAL_RANK_ENV_VARS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
@@ -635,6 +641,158 @@ def explain_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True
 def get_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True) -> Optional[int]:
     """The `num_proc` to use: a worker count >= 2, or the layer's in-process value (None at map(), 1 in a config)."""
     return explain_dataset_num_proc(desired, serial_as_none=serial_as_none).value
+
+
+# --------------------------------------------------------------------------- train_on_responses_only
+
+
+def _split_sizes(trainer: Any) -> list:
+    """Row counts of the trainer's train and eval splits; None for a split without a length (streaming)."""
+    sizes = []
+    for attribute in ("train_dataset", "eval_dataset"):
+        value = getattr(trainer, attribute, None)
+        if value is None:
+            continue
+        splits = list(value.values()) if isinstance(value, dict) else [value]
+        for split in splits:
+            try:
+                sizes.append(len(split))
+            except Exception:
+                sizes.append(None)
+    return sizes
+
+
+def resolve_responses_only_num_proc(trainer: Any, num_proc: Any = None) -> Optional[int]:
+    """The `num_proc` to hand the zoo's `train_on_responses_only`, so serial never turns into auto-sizing.
+
+    The zoo auto-sizes a bare None when any split reaches ZOO_MIN_ROWS_FOR_MULTIPROC rows, so serial is
+    written as 1 there and as None where every sized split is below it. The escape hatch wins.
+    """
+    any_large = any(size is not None and size >= ZOO_MIN_ROWS_FOR_MULTIPROC for size in _split_sizes(trainer))
+    serial = 1 if any_large else None
+    decided, override = environment_override()
+    if decided:
+        return serial if override is None else override
+    request_kind, _ = _classify_request(num_proc)
+    if request_kind == "auto" and not any_large:
+        return None
+    count = get_dataset_num_proc(num_proc)
+    return serial if count is None else count
+
+
+# --------------------------------------------------------------------------- dead-worker diagnostics
+
+DEAD_WORKER_MESSAGE = "One of the subprocesses has abruptly died during map operation"
+
+
+def _read_oom_kill_counters() -> dict:
+    """oom_kill counters readable now: this process's memory cgroups, innermost first, then the host's."""
+    counters = {}
+    for version, directory in _cgroup_dirs("memory"):
+        path = os.path.join(directory, "memory.events" if version == "v2" else "memory.oom_control")
+        text = _read_text(path)
+        if text is not None:
+            with contextlib.suppress(ValueError):
+                counters[path] = parse_stat_value(text, "oom_kill")
+    if sys.platform.startswith("linux"):
+        text = _read_text(PROC_VMSTAT)
+        if text is not None:
+            with contextlib.suppress(ValueError):
+                counters[PROC_VMSTAT] = parse_stat_value(text, "oom_kill")
+    return counters
+
+
+class _WorkerExitRecorder:
+    """Records the exit code of every pool worker the pool reaps, by wrapping the pool's reaping step."""
+
+    def __init__(self) -> None:
+        self.exits: list = []
+        self._restore: list = []
+
+    def install(self) -> None:
+        for module_name in ("multiprocess.pool", "multiprocessing.pool"):
+            try:
+                pool_class = __import__(module_name, fromlist=["Pool"]).Pool
+                original = pool_class.__dict__["_join_exited_workers"]
+            except Exception:
+                continue
+            reap = original.__func__ if isinstance(original, staticmethod) else original
+
+            def recording_reap(pool, _reap=reap):
+                for worker in list(pool):
+                    if worker.exitcode is not None and worker.exitcode != 0:
+                        self.exits.append((worker.pid, worker.exitcode))
+                return _reap(pool)
+
+            pool_class._join_exited_workers = staticmethod(recording_reap)
+            self._restore.append((pool_class, original))
+
+    def uninstall(self) -> None:
+        while self._restore:
+            pool_class, original = self._restore.pop()
+            pool_class._join_exited_workers = original
+
+
+def _describe_exit(pid: int, exitcode: int) -> str:
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"worker pid {pid} was killed by {name} (exit code {exitcode})"
+    return f"worker pid {pid} exited with code {exitcode}"
+
+
+def _explain_dead_worker(num_proc: Any, exits: list, oom_before: dict, oom_after: dict, memory: Optional[int]) -> str:
+    method, method_source = _probe_start_method()
+    workers = num_proc if isinstance(num_proc, int) and num_proc > 1 else 1
+    fired = {path: oom_after[path] - before for path, before in oom_before.items() if oom_after.get(path, before) > before}
+    causes = []
+    if exits:
+        causes.append(_describe_exit(*exits[0]))
+    if fired:
+        causes.append(
+            "the kernel OOM killer fired during the map ("
+            + ", ".join(
+                f"oom_kill +{delta} {'host-wide, possibly another process, in' if path == PROC_VMSTAT else 'in'} {path}"
+                for path, delta in fired.items()
+            )
+            + ")"
+        )
+    elif oom_before:
+        causes.append("the OOM-kill counters did not change, so the kernel OOM killer did not fire")
+    if not exits and not oom_before:
+        cause = "The cause could not be observed: no worker exit status was recorded and no OOM-kill counter was readable."
+    else:
+        cause = "Observed: " + "; ".join(causes) + "."
+    available = "unknown" if memory is None else f"{memory / GIB:.1f} GiB"
+    return (
+        f"A dataset map() worker died (datasets: {DEAD_WORKER_MESSAGE!r}). "
+        f"The map ran {workers} worker process(es) with start method {method or 'unknown'!r} (from {method_source}). "
+        f"{cause} Each worker holds its own copy of the mapped function and an Arrow shard: {workers} workers "
+        f"needed roughly {workers * WORKER_MEMORY_BUDGET_GB:g} GiB at {WORKER_MEMORY_BUDGET_GB:g} GiB each, "
+        f"with {available} available when the map started. "
+        f"To run this map in-process, set {NUM_PROC_ENV_VAR}=0: the policy then returns num_proc=None, "
+        f"and datasets builds no worker pool at all. To choose the count yourself, set {NUM_PROC_ENV_VAR}=<n>."
+    )
+
+
+@contextlib.contextmanager
+def map_failure_diagnostics(num_proc: Any) -> Iterator[None]:
+    """Wrap a `Dataset.map(num_proc=num_proc)` call so a dead worker says what killed it and what to do."""
+    memory = _available_memory()[0]
+    oom_before = _read_oom_kill_counters()
+    recorder = _WorkerExitRecorder()
+    recorder.install()
+    try:
+        yield
+    except RuntimeError as error:
+        if DEAD_WORKER_MESSAGE not in str(error):
+            raise
+        message = _explain_dead_worker(num_proc, recorder.exits, oom_before, _read_oom_kill_counters(), memory)
+        raise RuntimeError(message) from error
+    finally:
+        recorder.uninstall()
 
 
 # --------------------------------------------------------------------------- command line

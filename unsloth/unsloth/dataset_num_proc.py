@@ -1,0 +1,826 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+#
+# GENERATED FILE: DO NOT EDIT.
+# Generated from zoo/unsloth_zoo/dataset_num_proc.py by `nox -s sync`.
+# Edit that source instead, then rerun `nox -s sync` to refresh this copy.
+"""How many worker processes may a `datasets` `Dataset.map()` use, here, now.
+
+Every `map(num_proc=n)` worker gets its own pickled copy of the mapped closure and an Arrow
+shard, so the answer depends on the start method `datasets` will really use, the CPUs and memory
+this process may actually use (affinity mask and cgroup limits included), and how many ranks of one
+job share the host. `UNSLOTH_DATASET_NUM_PROC` overrides everything.
+
+Only the standard library is imported here; `psutil` and `multiprocess` are read lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import numbers
+import os
+import signal
+import sys
+import threading
+from typing import Any, Iterator, Optional, Sequence, TextIO, Tuple
+
+__all__ = [
+    "AUTO_NUM_PROC_CAP",
+    "CGROUP_ROOT",
+    "MEMORY_BUDGET_FRACTION",
+    "NUM_PROC_ENV_VAR",
+    "PROC_MEMINFO",
+    "PROC_SELF_CGROUP",
+    "PROC_VMSTAT",
+    "WORKER_MEMORY_BUDGET_GB",
+    "ZOO_MIN_ROWS_FOR_MULTIPROC",
+    "HostFacts",
+    "NumProcDecision",
+    "Step",
+    "environment_override",
+    "explain_dataset_num_proc",
+    "get_dataset_num_proc",
+    "map_failure_diagnostics",
+    "multiprocessing_start_method",
+    "reset_warning_state",
+    "resolve_responses_only_num_proc",
+]
+
+NUM_PROC_ENV_VAR = "UNSLOTH_DATASET_NUM_PROC"
+AUTO_NUM_PROC_CAP = 8
+WORKER_MEMORY_BUDGET_GB = 1.0
+MEMORY_BUDGET_FRACTION = 0.5
+ZOO_MIN_ROWS_FOR_MULTIPROC = 5000
+CGROUP_ROOT = "/sys/fs/cgroup"
+PROC_SELF_CGROUP = "/proc/self/cgroup"
+PROC_MEMINFO = "/proc/meminfo"
+PROC_VMSTAT = "/proc/vmstat"
+
+# Checked in order; the first that holds a positive integer is the number of ranks sharing this host.
+LOCAL_RANK_ENV_VARS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+SERIAL_OVERRIDE_WORDS = frozenset({"", "0", "1", "none", "null", "false"})
+# Auto-sizing without a memory reading stays at this many workers.
+UNKNOWN_MEMORY_AUTO_CAP = 2
+GIB = 1024**3
+# cgroup v1 writes "unlimited" as a page-rounded LONG_MAX; anything this large means no limit.
+UNLIMITED_BYTES = 2**60
+
+MAP_LAYER = "map"
+CONFIG_LAYER = "config"
+
+logger = logging.getLogger(__name__)
+_warned_messages: set = set()
+_warned_lock = threading.Lock()
+
+
+def reset_warning_state() -> None:
+    """Forget which warnings were already emitted, so each may be emitted once more."""
+    with _warned_lock:
+        _warned_messages.clear()
+
+
+def _warn_once(message: str) -> None:
+    with _warned_lock:
+        if message in _warned_messages:
+            return
+        _warned_messages.add(message)
+    logger.warning(message)
+
+
+# --------------------------------------------------------------------------- decision record
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One change to the worker count: the count after it (None = in-process) and why."""
+
+    count: Optional[int]
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class HostFacts:
+    """What the policy read from this host."""
+
+    platform: str
+    start_method: Optional[str]
+    start_method_source: str
+    workers_usable: bool
+    usable_cpus: Optional[int]
+    cpu_source: str
+    cpu_readings: Tuple[Tuple[str, Optional[float]], ...]
+    available_memory_bytes: Optional[int]
+    memory_source: str
+    memory_readings: Tuple[Tuple[str, Optional[int]], ...]
+    local_ranks: int
+    local_ranks_source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class NumProcDecision:
+    """The answer and everything that led to it; `value` is what `get_dataset_num_proc` returns."""
+
+    value: Optional[int]
+    layer: str
+    requested: str
+    request_kind: str
+    decided_by: str
+    host: HostFacts
+    steps: Tuple[Step, ...]
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def format_table(self) -> str:
+        host = self.host
+        memory = "unknown" if host.available_memory_bytes is None else f"{host.available_memory_bytes / GIB:.2f} GiB"
+        rows = [
+            ("num_proc", "None (in-process)" if self.value is None else str(self.value)),
+            ("layer", self.layer),
+            ("requested", f"{self.requested} ({self.request_kind})"),
+            ("decided by", self.decided_by),
+            ("platform", host.platform),
+            ("start method", f"{host.start_method or 'unknown'} (from {host.start_method_source})"),
+            ("workers usable", "yes" if host.workers_usable else "no"),
+            ("usable CPUs", f"{host.usable_cpus if host.usable_cpus is not None else 'unknown'} (bound by {host.cpu_source})"),
+            ("available memory", f"{memory} (bound by {host.memory_source})"),
+            ("local ranks", f"{host.local_ranks} (from {host.local_ranks_source})"),
+        ]
+        width = max(len(label) for label, _ in rows)
+        lines = [f"{label.ljust(width)}  {value}" for label, value in rows]
+        for number, step in enumerate(self.steps, 1):
+            count = "in-process" if step.count is None else f"{step.count} workers"
+            lines.append(f"{'step ' + str(number):<{width}}  {count}: {step.reason}")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- escape hatch
+
+
+def parse_num_proc_override(text: Optional[str]) -> Tuple[str, Optional[int]]:
+    """Classify a raw `UNSLOTH_DATASET_NUM_PROC` value as ("unset"|"serial"|"workers"|"invalid", count)."""
+    if text is None:
+        return "unset", None
+    word = text.strip().lower()
+    if word in SERIAL_OVERRIDE_WORDS:
+        return "serial", None
+    if word.isascii() and word.isdigit():
+        count = int(word)
+        return ("workers", count) if count >= 2 else ("serial", None)
+    return "invalid", None
+
+
+def environment_override() -> Tuple[bool, Optional[int]]:
+    """(True, n) or (True, None) for in-process when the escape hatch decides; (False, None) otherwise."""
+    raw = os.environ.get(NUM_PROC_ENV_VAR)
+    kind, count = parse_num_proc_override(raw)
+    if kind == "invalid":
+        _warn_once(
+            f"Ignoring {NUM_PROC_ENV_VAR}={raw!r}: expected an integer >= 2 for workers, "
+            f"or 0/1/none/false/empty for in-process; deciding as if it were unset."
+        )
+        return False, None
+    if kind == "unset":
+        return False, None
+    return True, count
+
+
+# --------------------------------------------------------------------------- start method
+
+_FORKING_START_METHOD = "fork"
+
+
+def _platform_start_methods(platform: str) -> frozenset:
+    """The start methods this platform can offer at all, whatever a library claims."""
+    if platform == "win32" or not hasattr(os, "fork"):
+        return frozenset({"spawn"})
+    return frozenset({"fork", "spawn", "forkserver"})
+
+
+def _read_start_method(module: Any) -> Optional[str]:
+    # allow_none=True reads without pinning; unpinned means the first listed method, the default.
+    method = module.get_start_method(allow_none=True)
+    if method is None:
+        offered = module.get_all_start_methods()
+        method = offered[0] if offered else None
+    return method if isinstance(method, str) else None
+
+
+def _probe_start_method() -> Tuple[Optional[str], str]:
+    offered = _platform_start_methods(sys.platform)
+    for module_name in ("multiprocess", "multiprocessing"):
+        try:
+            module = __import__(module_name)
+            method = _read_start_method(module)
+        except Exception:
+            continue
+        if method in offered:
+            return method, module_name
+        if method is not None:
+            _warn_once(
+                f"{module_name} reports start method {method!r}, which {sys.platform} does not offer; not believing it."
+            )
+    return None, "unknown"
+
+
+def multiprocessing_start_method() -> Optional[str]:
+    """The start method `datasets` worker pools will use (read from `multiprocess`), or None when unknown."""
+    return _probe_start_method()[0]
+
+
+def _worker_veto(platform: str, method: Optional[str], source: str) -> Optional[str]:
+    """Why worker processes cannot be used here, or None when they can."""
+    if platform == "darwin":
+        return "forking on macOS is unsafe (CPython bpo-33725), so workers are not used there"
+    if method is None:
+        return "the multiprocessing start method could not be determined"
+    if method != _FORKING_START_METHOD:
+        return f"start method {method!r} (from {source}) re-imports __main__ in every worker"
+    return None
+
+
+# --------------------------------------------------------------------------- cgroup parsing (pure)
+
+
+def parse_proc_self_cgroup(text: str) -> Tuple[Optional[str], dict]:
+    """Split /proc/self/cgroup into the v2 path and a {v1 controller: path} map; bad lines are skipped."""
+    v2_path = None
+    v1_paths = {}
+    for line in text.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3 or not parts[2].startswith("/"):
+            continue
+        hierarchy, controllers, path = parts
+        if hierarchy == "0" and controllers == "":
+            v2_path = path
+            continue
+        for controller in controllers.split(","):
+            if controller:
+                v1_paths[controller] = (controllers, path)
+    return v2_path, v1_paths
+
+
+def parse_cpu_max(text: str) -> Optional[float]:
+    """CPUs allowed by a v2 `cpu.max` ("max 100000" is unlimited)."""
+    fields = text.split()
+    if len(fields) not in (1, 2):
+        raise ValueError("expected '<quota|max> [period]'")
+    if fields[0] == "max":
+        return None
+    quota = int(fields[0])
+    period = int(fields[1]) if len(fields) == 2 else 100000
+    if quota <= 0 or period <= 0:
+        raise ValueError("quota and period must be positive")
+    return quota / period
+
+
+def parse_cfs_quota(quota_text: str, period_text: str) -> Optional[float]:
+    """CPUs allowed by v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us` (-1 is unlimited)."""
+    quota = int(quota_text.strip())
+    if quota < 0:
+        return None
+    period = int(period_text.strip())
+    if quota == 0 or period <= 0:
+        raise ValueError("quota and period must be positive")
+    return quota / period
+
+
+def parse_memory_bytes(text: str) -> Optional[int]:
+    """A memory limit or usage in bytes; "max" and v1's near-LONG_MAX mean unlimited (None)."""
+    word = text.strip()
+    if word == "max":
+        return None
+    value = int(word)
+    if value < 0:
+        raise ValueError("memory values cannot be negative")
+    return None if value >= UNLIMITED_BYTES else value
+
+
+def parse_stat_value(text: str, key: str) -> int:
+    """The value of `key` in a flat "name value" file such as memory.stat or memory.events."""
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0] == key:
+            return int(fields[1])
+    raise ValueError(f"no {key!r} line")
+
+
+# --------------------------------------------------------------------------- cgroup probing (I/O)
+
+
+def _read_text(path: str) -> Optional[str]:
+    """A small kernel file's text; None when absent, a warning when present but unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(65536).decode("ascii")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        _warn_once(f"Could not read {path} ({error}); ignoring it when sizing dataset workers.")
+        return None
+
+
+def _parse_or_warn(path: str, parse, *texts: str) -> Any:
+    try:
+        return parse(*texts)
+    except (ValueError, IndexError) as error:
+        _warn_once(f"Could not parse {path} ({error}): {texts[0][:80]!r}; ignoring it when sizing dataset workers.")
+        return None
+
+
+def _cgroup_membership() -> Tuple[Optional[str], dict]:
+    if not sys.platform.startswith("linux"):
+        return None, {}
+    text = _read_text(PROC_SELF_CGROUP)
+    if text is None:
+        _warn_once(f"{PROC_SELF_CGROUP} is missing; container CPU and memory limits cannot be seen.")
+        return None, {}
+    return parse_proc_self_cgroup(text)
+
+
+def _walk_up(root: str, path: str) -> Iterator[str]:
+    """Directories from this process's cgroup up to the hierarchy root, innermost first."""
+    parts = [part for part in path.split("/") if part and part != "."]
+    if ".." in parts:
+        parts = []
+    # Without a cgroup namespace the path can name directories the mount does not show: start lower.
+    while parts and not os.path.isdir(os.path.join(root, *parts)):
+        parts.pop()
+    while True:
+        yield os.path.join(root, *parts)
+        if not parts:
+            return
+        parts.pop()
+
+
+def _v2_root() -> Optional[str]:
+    for candidate in (CGROUP_ROOT, os.path.join(CGROUP_ROOT, "unified")):
+        if os.path.isfile(os.path.join(candidate, "cgroup.controllers")):
+            return candidate
+    return None
+
+
+def _v1_root(controller: str, controllers_field: str) -> Optional[str]:
+    for name in (controllers_field, controller):
+        candidate = os.path.join(CGROUP_ROOT, name)
+        if os.path.isdir(candidate):
+            return candidate
+    return None
+
+
+def _cgroup_dirs(kind: str) -> Iterator[Tuple[str, str]]:
+    """(version, directory) pairs for the "cpu" or "memory" controller, innermost first, v2 before v1."""
+    v2_path, v1_paths = _cgroup_membership()
+    v2_root = _v2_root() if v2_path is not None else None
+    if v2_root is not None:
+        for directory in _walk_up(v2_root, v2_path):
+            yield "v2", directory
+    if kind in v1_paths:
+        controllers_field, path = v1_paths[kind]
+        v1_root = _v1_root(kind, controllers_field)
+        if v1_root is not None:
+            for directory in _walk_up(v1_root, path):
+                yield "v1", directory
+
+
+def _cgroup_cpu_limit() -> Optional[float]:
+    """The tightest CPU quota on the way from this process's cgroup to the root, in CPUs."""
+    limits = []
+    for version, directory in _cgroup_dirs("cpu"):
+        if version == "v2":
+            path = os.path.join(directory, "cpu.max")
+            text = _read_text(path)
+            limit = None if text is None else _parse_or_warn(path, parse_cpu_max, text)
+        else:
+            quota_path = os.path.join(directory, "cpu.cfs_quota_us")
+            quota = _read_text(quota_path)
+            period = _read_text(os.path.join(directory, "cpu.cfs_period_us"))
+            limit = None if quota is None or period is None else _parse_or_warn(quota_path, parse_cfs_quota, quota, period)
+        if limit is not None:
+            limits.append(limit)
+    return min(limits) if limits else None
+
+
+def _read_working_set(directory: str, usage_file: str, inactive_key: str) -> Optional[int]:
+    """Usage of one cgroup directory minus its reclaimable page cache, as the kubelet counts it."""
+    usage_path = os.path.join(directory, usage_file)
+    usage_text = _read_text(usage_path)
+    if usage_text is None:
+        return None
+    usage = _parse_or_warn(usage_path, parse_memory_bytes, usage_text)
+    if usage is None:
+        return None
+    stat_path = os.path.join(directory, "memory.stat")
+    stat_text = _read_text(stat_path)
+    inactive = 0
+    if stat_text is not None:
+        inactive = _parse_or_warn(stat_path, parse_stat_value, stat_text, inactive_key) or 0
+    return max(usage - inactive, 0)
+
+
+def _cgroup_free_memory() -> Optional[int]:
+    """The least memory any cgroup on the way to the root still allows, never below 0."""
+    free = []
+    for version, directory in _cgroup_dirs("memory"):
+        if version == "v2":
+            limit_files, usage_file, inactive_key = ("memory.max", "memory.high"), "memory.current", "inactive_file"
+        else:
+            limit_files, usage_file, inactive_key = ("memory.limit_in_bytes",), "memory.usage_in_bytes", "total_inactive_file"
+        limits = []
+        for name in limit_files:
+            path = os.path.join(directory, name)
+            text = _read_text(path)
+            limit = None if text is None else _parse_or_warn(path, parse_memory_bytes, text)
+            if limit is not None:
+                limits.append(limit)
+        if not limits:
+            continue
+        used = _read_working_set(directory, usage_file, inactive_key)
+        if used is None:
+            _warn_once(f"{directory} sets a memory limit but its usage is unreadable; assuming it is all free.")
+            used = 0
+        free.append(max(min(limits) - used, 0))
+    return min(free) if free else None
+
+
+# --------------------------------------------------------------------------- host CPUs and memory
+
+
+def _usable_cpus() -> Tuple[Optional[int], str, Tuple[Tuple[str, Optional[float]], ...]]:
+    readings = []
+    try:
+        logical = os.cpu_count()
+    except Exception:
+        logical = None
+    readings.append(("os.cpu_count", logical))
+    affinity = None
+    getaffinity = getattr(os, "sched_getaffinity", None)
+    if getaffinity is not None:
+        try:
+            affinity = len(getaffinity(0))
+        except Exception:
+            affinity = None
+    readings.append(("affinity mask", affinity))
+    readings.append(("cgroup cpu quota", _cgroup_cpu_limit()))
+    known = [(value, source) for source, value in readings if value is not None and value > 0]
+    if not known:
+        return None, "nothing (CPU count unknown)", tuple(readings)
+    value, source = min(known, key=lambda item: item[0])
+    return max(int(math.floor(value)), 1), source, tuple(readings)
+
+
+def _host_available_memory() -> Optional[int]:
+    try:
+        import psutil
+    except Exception:
+        psutil = None
+    if psutil is not None:
+        try:
+            return int(psutil.virtual_memory().available)
+        except Exception as error:
+            _warn_once(f"psutil.virtual_memory() failed ({error!r}); falling back to {PROC_MEMINFO}.")
+    if not sys.platform.startswith("linux"):
+        return None
+    text = _read_text(PROC_MEMINFO)
+    if text is None:
+        return None
+    kibibytes = _parse_or_warn(PROC_MEMINFO, parse_stat_value, text.replace(":", " ").replace(" kB", ""), "MemAvailable")
+    return None if kibibytes is None else kibibytes * 1024
+
+
+def _available_memory() -> Tuple[Optional[int], str, Tuple[Tuple[str, Optional[int]], ...]]:
+    readings = (("host available", _host_available_memory()), ("cgroup free", _cgroup_free_memory()))
+    known = [(value, source) for source, value in readings if value is not None]
+    if not known:
+        return None, "nothing (memory unreadable)", readings
+    value, source = min(known, key=lambda item: item[0])
+    return value, source, readings
+
+
+def _local_ranks() -> Tuple[int, str]:
+    for name in LOCAL_RANK_ENV_VARS:
+        raw = os.environ.get(name)
+        if raw is None:
+            continue
+        word = raw.strip()
+        if word.isascii() and word.isdigit() and int(word) >= 1:
+            return int(word), name
+        _warn_once(f"Ignoring {name}={raw!r}: not a positive integer number of local ranks.")
+    return 1, "no local-rank variable set"
+
+
+def _probe_host() -> HostFacts:
+    method, method_source = _probe_start_method()
+    cpus, cpu_source, cpu_readings = _usable_cpus()
+    memory, memory_source, memory_readings = _available_memory()
+    ranks, ranks_source = _local_ranks()
+    return HostFacts(
+        platform=sys.platform,
+        start_method=method,
+        start_method_source=method_source,
+        workers_usable=_worker_veto(sys.platform, method, method_source) is None,
+        usable_cpus=cpus,
+        cpu_source=cpu_source,
+        cpu_readings=cpu_readings,
+        available_memory_bytes=memory,
+        memory_source=memory_source,
+        memory_readings=memory_readings,
+        local_ranks=ranks,
+        local_ranks_source=ranks_source,
+    )
+
+
+# --------------------------------------------------------------------------- the policy
+
+
+def _classify_request(desired: Any) -> Tuple[str, Optional[int]]:
+    """("auto"|"serial"|"explicit", count) for what a caller passed as `desired`."""
+    if desired is None or isinstance(desired, bool):
+        return "auto", None
+    if isinstance(desired, numbers.Integral):
+        count = int(desired)
+        return ("explicit", count) if count > 1 else ("serial", None)
+    _warn_once(f"Ignoring num_proc={desired!r}: a worker count must be an integer; sizing automatically.")
+    return "auto", None
+
+
+def _encode(count: Optional[int], serial_as_none: bool, workers_usable: bool) -> Optional[int]:
+    """Express a count for its layer: in-process is None at a map() call, 1 in a config while workers work."""
+    if count is not None:
+        return count
+    if serial_as_none or not workers_usable:
+        return None
+    return 1
+
+
+def explain_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True) -> NumProcDecision:
+    """Decide the worker count and return the full record of how it was decided."""
+    layer = MAP_LAYER if serial_as_none else CONFIG_LAYER
+    host = _probe_host()
+    steps = []
+
+    def decide(count: Optional[int], request_kind: str, decided_by: str) -> NumProcDecision:
+        return NumProcDecision(
+            value=_encode(count, serial_as_none, host.workers_usable),
+            layer=layer,
+            requested=repr(desired),
+            request_kind=request_kind,
+            decided_by=decided_by,
+            host=host,
+            steps=tuple(steps),
+        )
+
+    decided, override = environment_override()
+    if decided:
+        steps.append(Step(override, f"{NUM_PROC_ENV_VAR}={os.environ.get(NUM_PROC_ENV_VAR)!r} decides, uncapped"))
+        return decide(override, "hatch", "environment")
+
+    request_kind, requested = _classify_request(desired)
+    veto = _worker_veto(host.platform, host.start_method, host.start_method_source)
+    if veto is not None:
+        if request_kind == "explicit":
+            _warn_once(
+                f"Running dataset map() in-process instead of with {requested} workers: {veto}. "
+                f"Set {NUM_PROC_ENV_VAR}=<n> to force n workers anyway."
+            )
+        steps.append(Step(None, veto))
+        return decide(None, request_kind, "platform")
+
+    if request_kind == "serial":
+        steps.append(Step(None, f"num_proc={desired!r} asks for in-process"))
+        return decide(None, request_kind, "request")
+
+    if request_kind == "explicit":
+        count = requested
+        steps.append(Step(count, f"num_proc={requested} requested (not capped by CPUs)"))
+    else:
+        cpus = host.usable_cpus
+        if cpus is not None and host.local_ranks > 1:
+            cpus = cpus // host.local_ranks
+            steps.append(Step(None, f"{host.local_ranks} local ranks share the host: {cpus} CPUs for this rank"))
+        if cpus is None or cpus <= 1:
+            steps.append(Step(None, f"{'unknown' if cpus is None else cpus} usable CPUs: no room for workers"))
+            return decide(None, request_kind, "auto")
+        count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)
+        steps.append(Step(count, f"half of {cpus} usable CPUs, at least 2, capped at {AUTO_NUM_PROC_CAP}"))
+
+    memory = host.available_memory_bytes
+    if memory is None:
+        if request_kind == "auto" and count > UNKNOWN_MEMORY_AUTO_CAP:
+            count = UNKNOWN_MEMORY_AUTO_CAP
+            steps.append(Step(count, f"available memory unreadable: auto-sizing stays at {count} workers"))
+        else:
+            steps.append(Step(count, "available memory unreadable: the count is kept"))
+        return decide(count, request_kind, "auto" if request_kind == "auto" else "request")
+
+    share = memory / host.local_ranks
+    affordable = int(math.floor(share / GIB * MEMORY_BUDGET_FRACTION / WORKER_MEMORY_BUDGET_GB))
+    budget = (
+        f"{share / GIB:.1f} GiB available{' to this rank' if host.local_ranks > 1 else ''} "
+        f"({host.memory_source}) covers {affordable} workers at {WORKER_MEMORY_BUDGET_GB:g} GiB each "
+        f"within {MEMORY_BUDGET_FRACTION:.0%} of it"
+    )
+    if affordable < 2:
+        _warn_once(
+            f"Running dataset map() in-process: {budget}. Set {NUM_PROC_ENV_VAR}=<n> to force n workers anyway."
+        )
+        steps.append(Step(None, budget))
+        return decide(None, request_kind, "memory")
+    if affordable < count:
+        if request_kind == "explicit":
+            _warn_once(
+                f"Using {affordable} dataset map() workers instead of {count}: {budget}. "
+                f"Set {NUM_PROC_ENV_VAR}={count} to force {count} workers anyway."
+            )
+        steps.append(Step(affordable, budget))
+        return decide(affordable, request_kind, "memory")
+    return decide(count, request_kind, "auto" if request_kind == "auto" else "request")
+
+
+def get_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True) -> Optional[int]:
+    """The `num_proc` to use: a worker count >= 2, or the layer's in-process value (None at map(), 1 in a config)."""
+    return explain_dataset_num_proc(desired, serial_as_none=serial_as_none).value
+
+
+# --------------------------------------------------------------------------- train_on_responses_only
+
+
+def _split_sizes(trainer: Any) -> list:
+    """Row counts of the trainer's train and eval splits; None for a split without a length (streaming)."""
+    sizes = []
+    for attribute in ("train_dataset", "eval_dataset"):
+        value = getattr(trainer, attribute, None)
+        if value is None:
+            continue
+        splits = list(value.values()) if isinstance(value, dict) else [value]
+        for split in splits:
+            try:
+                sizes.append(len(split))
+            except Exception:
+                sizes.append(None)
+    return sizes
+
+
+def resolve_responses_only_num_proc(trainer: Any, num_proc: Any = None) -> Optional[int]:
+    """The `num_proc` to hand the zoo's `train_on_responses_only`, so serial never turns into auto-sizing.
+
+    The zoo auto-sizes a bare None when any split reaches ZOO_MIN_ROWS_FOR_MULTIPROC rows, so serial is
+    written as 1 there and as None where every sized split is below it. The escape hatch wins.
+    """
+    any_large = any(size is not None and size >= ZOO_MIN_ROWS_FOR_MULTIPROC for size in _split_sizes(trainer))
+    serial = 1 if any_large else None
+    decided, override = environment_override()
+    if decided:
+        return serial if override is None else override
+    request_kind, _ = _classify_request(num_proc)
+    if request_kind == "auto" and not any_large:
+        return None
+    count = get_dataset_num_proc(num_proc)
+    return serial if count is None else count
+
+
+# --------------------------------------------------------------------------- dead-worker diagnostics
+
+DEAD_WORKER_MESSAGE = "One of the subprocesses has abruptly died during map operation"
+
+
+def _read_oom_kill_counters() -> dict:
+    """oom_kill counters readable now: this process's memory cgroups, innermost first, then the host's."""
+    counters = {}
+    for version, directory in _cgroup_dirs("memory"):
+        path = os.path.join(directory, "memory.events" if version == "v2" else "memory.oom_control")
+        text = _read_text(path)
+        if text is not None:
+            with contextlib.suppress(ValueError):
+                counters[path] = parse_stat_value(text, "oom_kill")
+    if sys.platform.startswith("linux"):
+        text = _read_text(PROC_VMSTAT)
+        if text is not None:
+            with contextlib.suppress(ValueError):
+                counters[PROC_VMSTAT] = parse_stat_value(text, "oom_kill")
+    return counters
+
+
+class _WorkerExitRecorder:
+    """Records the exit code of every pool worker the pool reaps, by wrapping the pool's reaping step."""
+
+    def __init__(self) -> None:
+        self.exits: list = []
+        self._restore: list = []
+
+    def install(self) -> None:
+        for module_name in ("multiprocess.pool", "multiprocessing.pool"):
+            try:
+                pool_class = __import__(module_name, fromlist=["Pool"]).Pool
+                original = pool_class.__dict__["_join_exited_workers"]
+            except Exception:
+                continue
+            reap = original.__func__ if isinstance(original, staticmethod) else original
+
+            def recording_reap(pool, _reap=reap):
+                for worker in list(pool):
+                    if worker.exitcode is not None and worker.exitcode != 0:
+                        self.exits.append((worker.pid, worker.exitcode))
+                return _reap(pool)
+
+            pool_class._join_exited_workers = staticmethod(recording_reap)
+            self._restore.append((pool_class, original))
+
+    def uninstall(self) -> None:
+        while self._restore:
+            pool_class, original = self._restore.pop()
+            pool_class._join_exited_workers = original
+
+
+def _describe_exit(pid: int, exitcode: int) -> str:
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"worker pid {pid} was killed by {name} (exit code {exitcode})"
+    return f"worker pid {pid} exited with code {exitcode}"
+
+
+def _explain_dead_worker(num_proc: Any, exits: list, oom_before: dict, oom_after: dict, memory: Optional[int]) -> str:
+    method, method_source = _probe_start_method()
+    workers = num_proc if isinstance(num_proc, int) and num_proc > 1 else 1
+    fired = {path: oom_after[path] - before for path, before in oom_before.items() if oom_after.get(path, before) > before}
+    causes = []
+    if exits:
+        causes.append(_describe_exit(*exits[0]))
+    if fired:
+        causes.append(
+            "the kernel OOM killer fired during the map ("
+            + ", ".join(
+                f"oom_kill +{delta} {'host-wide, possibly another process, in' if path == PROC_VMSTAT else 'in'} {path}"
+                for path, delta in fired.items()
+            )
+            + ")"
+        )
+    elif oom_before:
+        causes.append("the OOM-kill counters did not change, so the kernel OOM killer did not fire")
+    if not exits and not oom_before:
+        cause = "The cause could not be observed: no worker exit status was recorded and no OOM-kill counter was readable."
+    else:
+        cause = "Observed: " + "; ".join(causes) + "."
+    available = "unknown" if memory is None else f"{memory / GIB:.1f} GiB"
+    return (
+        f"A dataset map() worker died (datasets: {DEAD_WORKER_MESSAGE!r}). "
+        f"The map ran {workers} worker process(es) with start method {method or 'unknown'!r} (from {method_source}). "
+        f"{cause} Each worker holds its own copy of the mapped function and an Arrow shard: {workers} workers "
+        f"needed roughly {workers * WORKER_MEMORY_BUDGET_GB:g} GiB at {WORKER_MEMORY_BUDGET_GB:g} GiB each, "
+        f"with {available} available when the map started. "
+        f"To run this map in-process, set {NUM_PROC_ENV_VAR}=0: the policy then returns num_proc=None, "
+        f"and datasets builds no worker pool at all. To choose the count yourself, set {NUM_PROC_ENV_VAR}=<n>."
+    )
+
+
+@contextlib.contextmanager
+def map_failure_diagnostics(num_proc: Any) -> Iterator[None]:
+    """Wrap a `Dataset.map(num_proc=num_proc)` call so a dead worker says what killed it and what to do."""
+    memory = _available_memory()[0]
+    oom_before = _read_oom_kill_counters()
+    recorder = _WorkerExitRecorder()
+    recorder.install()
+    try:
+        yield
+    except RuntimeError as error:
+        if DEAD_WORKER_MESSAGE not in str(error):
+            raise
+        message = _explain_dead_worker(num_proc, recorder.exits, oom_before, _read_oom_kill_counters(), memory)
+        raise RuntimeError(message) from error
+    finally:
+        recorder.uninstall()
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) -> int:
+    """Print the decision for this host: `python -m unsloth_zoo.dataset_num_proc [--num-proc N] [--config-layer] [--json]`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m unsloth_zoo.dataset_num_proc",
+        description="Show how many dataset map() workers this host gets, and why.",
+    )
+    parser.add_argument("--num-proc", type=int, default=None, help="the count a caller would request (default: auto)")
+    parser.add_argument("--config-layer", action="store_true", help="encode in-process as a config does (1, not None)")
+    parser.add_argument("--json", action="store_true", help="print the decision record as JSON")
+    args = parser.parse_args(argv)
+    out = stdout if stdout is not None else sys.stdout
+    decision = explain_dataset_num_proc(args.num_proc, serial_as_none=not args.config_layer)
+    if args.json:
+        out.write(json.dumps(decision.as_dict(), indent=2) + "\n")
+    else:
+        out.write(decision.format_table() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    sys.exit(main())
