@@ -30,6 +30,7 @@ import threading
 from typing import Any, Iterator, Optional, Sequence, TextIO, Tuple
 
 __all__ = [
+    "AUTO_MIN_ROWS_PER_WORKER",
     "AUTO_NUM_PROC_CAP",
     "CGROUP_ROOT",
     "MEMORY_BUDGET_FRACTION",
@@ -56,6 +57,8 @@ AUTO_NUM_PROC_CAP = 8
 WORKER_MEMORY_BUDGET_GB = 1.0
 MEMORY_BUDGET_FRACTION = 0.5
 ZOO_MIN_ROWS_FOR_MULTIPROC = 5000
+# Auto-sizing gives each worker at least this many rows; below it starting a worker costs more than it saves.
+AUTO_MIN_ROWS_PER_WORKER = 2500
 CGROUP_ROOT = "/sys/fs/cgroup"
 PROC_SELF_CGROUP = "/proc/self/cgroup"
 PROC_MEMINFO = "/proc/meminfo"
@@ -129,6 +132,7 @@ class NumProcDecision:
     layer: str
     requested: str
     request_kind: str
+    rows: Optional[int]
     decided_by: str
     host: HostFacts
     steps: Tuple[Step, ...]
@@ -143,6 +147,7 @@ class NumProcDecision:
             ("num_proc", "None (in-process)" if self.value is None else str(self.value)),
             ("layer", self.layer),
             ("requested", f"{self.requested} ({self.request_kind})"),
+            ("rows", "unknown" if self.rows is None else str(self.rows)),
             ("decided by", self.decided_by),
             ("platform", host.platform),
             ("start method", f"{host.start_method or 'unknown'} (from {host.start_method_source})"),
@@ -558,8 +563,13 @@ def _encode(count: Optional[int], serial_as_none: bool, workers_usable: bool) ->
     return 1
 
 
-def explain_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True) -> NumProcDecision:
-    """Decide the worker count and return the full record of how it was decided."""
+def explain_dataset_num_proc(
+    desired: Any = None, *, serial_as_none: bool = True, rows: Optional[int] = None
+) -> NumProcDecision:
+    """Decide the worker count and return the full record of how it was decided.
+
+    `rows`, when the caller knows it, lets auto-sizing keep small datasets in-process.
+    """
     layer = MAP_LAYER if serial_as_none else CONFIG_LAYER
     host = _probe_host()
     steps = []
@@ -570,6 +580,7 @@ def explain_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True
             layer=layer,
             requested=repr(desired),
             request_kind=request_kind,
+            rows=rows if isinstance(rows, int) else None,
             decided_by=decided_by,
             host=host,
             steps=tuple(steps),
@@ -608,6 +619,13 @@ def explain_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True
             return decide(None, request_kind, "auto")
         count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)
         steps.append(Step(count, f"half of {cpus} usable CPUs, at least 2, capped at {AUTO_NUM_PROC_CAP}"))
+        if isinstance(rows, numbers.Integral) and not isinstance(rows, bool) and rows // AUTO_MIN_ROWS_PER_WORKER < count:
+            count = int(rows) // AUTO_MIN_ROWS_PER_WORKER
+            reason = f"{rows} rows give {AUTO_MIN_ROWS_PER_WORKER} rows to at most {count} workers"
+            if count < 2:
+                steps.append(Step(None, reason))
+                return decide(None, request_kind, "rows")
+            steps.append(Step(count, reason))
 
     memory = host.available_memory_bytes
     if memory is None:
@@ -642,9 +660,9 @@ def explain_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True
     return decide(count, request_kind, "auto" if request_kind == "auto" else "request")
 
 
-def get_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True) -> Optional[int]:
+def get_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True, rows: Optional[int] = None) -> Optional[int]:
     """The `num_proc` to use: a worker count >= 2, or the layer's in-process value (None at map(), 1 in a config)."""
-    return explain_dataset_num_proc(desired, serial_as_none=serial_as_none).value
+    return explain_dataset_num_proc(desired, serial_as_none=serial_as_none, rows=rows).value
 
 
 # --------------------------------------------------------------------------- train_on_responses_only
@@ -809,11 +827,12 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
         description="Show how many dataset map() workers this host gets, and why.",
     )
     parser.add_argument("--num-proc", type=int, default=None, help="the count a caller would request (default: auto)")
+    parser.add_argument("--rows", type=int, default=None, help="rows the map will process, when known")
     parser.add_argument("--config-layer", action="store_true", help="encode in-process as a config does (1, not None)")
     parser.add_argument("--json", action="store_true", help="print the decision record as JSON")
     args = parser.parse_args(argv)
     out = stdout if stdout is not None else sys.stdout
-    decision = explain_dataset_num_proc(args.num_proc, serial_as_none=not args.config_layer)
+    decision = explain_dataset_num_proc(args.num_proc, serial_as_none=not args.config_layer, rows=args.rows)
     if args.json:
         out.write(json.dumps(decision.as_dict(), indent=2) + "\n")
     else:
