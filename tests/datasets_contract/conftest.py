@@ -19,7 +19,7 @@ def datasets_version() -> str:
     return importlib.metadata.version("datasets")
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _no_cache_reuse() -> Iterator[None]:
     # Every map in this folder must really run, never be answered from an earlier run's cache file.
     import datasets
