@@ -636,3 +636,65 @@ def test_cli_table_names_the_decision_and_the_layer():
     )
     assert result.returncode == 0, result.stderr
     assert "num_proc" in result.stdout and "config" in result.stdout and "1 (serial)" in result.stdout
+
+
+# The map's row count (auto only) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rows, expected", [(1000, None), (4999, None), (5000, 2), (8000, 3), (80000, 8), (None, 8)])
+def test_rows_keep_small_auto_maps_in_process(host, rows, expected):
+    host(cpu_count=64, available_memory_gb=512)  # 8 by CPUs; rows // 2500 bounds it
+    assert policy.get_dataset_num_proc(rows=rows) == expected
+
+
+def test_rows_never_bound_an_explicit_request(host):
+    host(cpu_count=64, available_memory_gb=512)
+    assert policy.get_dataset_num_proc(6, rows=100) == 6
+
+
+# resolve_responses_only_num_proc -------------------------------------------------------------------
+
+
+class _Trainer:
+    def __init__(self, train, eval_=None) -> None:
+        self.train_dataset, self.eval_dataset = train, eval_
+
+
+class _Streaming:
+    """A split without a length, like datasets.IterableDataset."""
+
+    def __len__(self):
+        raise TypeError("streaming datasets have no length")
+
+
+def test_responses_only_small_splits_stay_none(host):
+    host(cpu_count=64)
+    assert policy.resolve_responses_only_num_proc(_Trainer(range(100), range(10))) is None
+
+
+def test_responses_only_serial_on_large_split_is_one_not_auto(host):
+    host(cpu_count=64)
+    assert policy.resolve_responses_only_num_proc(_Trainer(range(9000)), num_proc=1) == 1
+    assert policy.resolve_responses_only_num_proc(_Trainer(range(9000)), num_proc=0) == 1
+    host(cpu_count=64, start_method="spawn")  # the policy says in-process: the zoo must not auto-size
+    assert policy.resolve_responses_only_num_proc(_Trainer(range(9000))) == 1
+
+
+def test_responses_only_streaming_split_does_not_hide_a_sized_one(host):
+    host(cpu_count=64, start_method="spawn")
+    trainer = _Trainer(_Streaming(), {"eval": range(20000)})
+    assert policy.resolve_responses_only_num_proc(trainer, num_proc=1) == 1
+
+
+def test_responses_only_hatch_wins(host, monkeypatch):
+    host(cpu_count=64)
+    monkeypatch.setenv(policy.NUM_PROC_ENV_VAR, "5")
+    assert policy.resolve_responses_only_num_proc(_Trainer(range(10)), num_proc=1) == 5
+    monkeypatch.setenv(policy.NUM_PROC_ENV_VAR, "0")
+    assert policy.resolve_responses_only_num_proc(_Trainer(range(9000)), num_proc=8) == 1
+    assert policy.resolve_responses_only_num_proc(_Trainer(range(10)), num_proc=8) is None
+
+
+def test_responses_only_auto_on_a_large_split_gets_the_policy_count(host):
+    host(cpu_count=16, available_memory_gb=512)
+    assert policy.resolve_responses_only_num_proc(_Trainer(range(9000))) == 3  # 8 by CPUs, 9000 // 2500 = 3

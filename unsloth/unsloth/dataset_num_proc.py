@@ -690,7 +690,8 @@ def resolve_responses_only_num_proc(trainer: Any, num_proc: Any = None) -> Optio
     The zoo auto-sizes a bare None when any split reaches ZOO_MIN_ROWS_FOR_MULTIPROC rows, so serial is
     written as 1 there and as None where every sized split is below it. The escape hatch wins.
     """
-    any_large = any(size is not None and size >= ZOO_MIN_ROWS_FOR_MULTIPROC for size in _split_sizes(trainer))
+    sizes = [size for size in _split_sizes(trainer) if size is not None]
+    any_large = any(size >= ZOO_MIN_ROWS_FOR_MULTIPROC for size in sizes)
     serial = 1 if any_large else None
     decided, override = environment_override()
     if decided:
@@ -698,7 +699,7 @@ def resolve_responses_only_num_proc(trainer: Any, num_proc: Any = None) -> Optio
     request_kind, _ = _classify_request(num_proc)
     if request_kind == "auto" and not any_large:
         return None
-    count = get_dataset_num_proc(num_proc)
+    count = get_dataset_num_proc(num_proc, rows=max(sizes) if sizes else None)
     return serial if count is None else count
 
 
