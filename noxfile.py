@@ -20,7 +20,7 @@ RUNTIME_DEPS = ["datasets", "tokenizers", "psutil"]
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the whole pytest suite against both packages."""
-    _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst")
+    _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst", "jinja2")
     session.run("pytest", *session.posargs)
 
 

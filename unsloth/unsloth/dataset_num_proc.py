@@ -742,10 +742,13 @@ class _WorkerExitRecorder:
             reap = original.__func__ if isinstance(original, staticmethod) else original
 
             def recording_reap(pool, _reap=reap):
-                for worker in list(pool):
-                    if worker.exitcode is not None and worker.exitcode != 0:
+                # Look after reaping: a worker may finish exiting between any earlier look and the reap.
+                before = list(pool)
+                cleaned = _reap(pool)
+                for worker in before:
+                    if worker not in pool and worker.exitcode:
                         self.exits.append((worker.pid, worker.exitcode))
-                return _reap(pool)
+                return cleaned
 
             pool_class._join_exited_workers = staticmethod(recording_reap)
             self._restore.append((pool_class, original))
