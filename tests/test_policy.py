@@ -698,3 +698,10 @@ def test_responses_only_hatch_wins(host, monkeypatch):
 def test_responses_only_auto_on_a_large_split_gets_the_policy_count(host):
     host(cpu_count=16, available_memory_gb=512)
     assert policy.resolve_responses_only_num_proc(_Trainer(range(9000))) == 3  # 8 by CPUs, 9000 // 2500 = 3
+
+
+@pytest.mark.parametrize("desired, rows, expected", [(4, 1, None), (4, 3, 3), (8, 2, 2), (None, 0, None)])
+def test_never_more_workers_than_rows(host, desired, rows, expected):
+    # datasets lowers num_proc to the row count, so 4 workers for 1 row would become a Pool(1).
+    host(cpu_count=64, available_memory_gb=512)
+    assert policy.get_dataset_num_proc(desired, rows=rows) == expected

@@ -554,6 +554,10 @@ def _classify_request(desired: Any) -> Tuple[str, Optional[int]]:
     return "auto", None
 
 
+def _is_row_count(rows: Any) -> bool:
+    return isinstance(rows, numbers.Integral) and not isinstance(rows, bool) and rows >= 0
+
+
 def _encode(count: Optional[int], serial_as_none: bool, workers_usable: bool) -> Optional[int]:
     """Express a count for its layer: in-process is None at a map() call, 1 in a config while workers work."""
     if count is not None:
@@ -619,13 +623,21 @@ def explain_dataset_num_proc(
             return decide(None, request_kind, "auto")
         count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)
         steps.append(Step(count, f"half of {cpus} usable CPUs, at least 2, capped at {AUTO_NUM_PROC_CAP}"))
-        if isinstance(rows, numbers.Integral) and not isinstance(rows, bool) and rows // AUTO_MIN_ROWS_PER_WORKER < count:
+        if _is_row_count(rows) and rows // AUTO_MIN_ROWS_PER_WORKER < count:
             count = int(rows) // AUTO_MIN_ROWS_PER_WORKER
             reason = f"{rows} rows give {AUTO_MIN_ROWS_PER_WORKER} rows to at most {count} workers"
             if count < 2:
                 steps.append(Step(None, reason))
                 return decide(None, request_kind, "rows")
             steps.append(Step(count, reason))
+
+    if _is_row_count(rows) and rows < count:
+        # datasets itself lowers num_proc to the row count, which could leave a Pool(1).
+        count = int(rows)
+        if count < 2:
+            steps.append(Step(None, f"{rows} rows leave no work for a second worker"))
+            return decide(None, request_kind, "rows")
+        steps.append(Step(count, f"no more workers than the {rows} rows"))
 
     memory = host.available_memory_bytes
     if memory is None:
