@@ -1,0 +1,55 @@
+"""A tokenization map whose closure holds a large block per batch, run inside a memory-limited cgroup.
+
+`python oom_map.py naive|policy` sizes the map with the old heuristic or with the policy (which reads the
+cgroup this process sits in) and prints one JSON line: the num_proc used and how the map ended.
+"""
+
+import json
+import os
+import sys
+import time
+
+import datasets
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
+
+from unsloth_zoo.dataset_num_proc import explain_dataset_num_proc, map_failure_diagnostics
+
+BLOCK_BYTES = 120 << 20
+ROWS = 600
+WORDS = ["the", "policy", "decides", "how", "many", "workers", "here"]
+
+tokenizer = Tokenizer(WordLevel(vocab={word: i for i, word in enumerate(WORDS)}, unk_token="the"))
+tokenizer.pre_tokenizer = Whitespace()
+
+
+def tokenize(batch):
+    block = b"\xff" * BLOCK_BYTES  # touched pages, charged to the cgroup
+    ids = [encoding.ids for encoding in tokenizer.encode_batch(batch["text"])]
+    time.sleep(0.5)
+    return {"input_ids": ids, "held": [len(block)] * len(ids)}
+
+
+def main(mode):
+    datasets.disable_caching()
+    datasets.disable_progress_bars()
+    dataset = datasets.Dataset.from_dict({"text": [" ".join(WORDS[: 1 + i % 7]) for i in range(ROWS)]})
+    if mode == "naive":
+        num_proc, reason = min(max(os.cpu_count() + 4, 2), 64), "min(max(cpu_count + 4, 2), 64)"
+    else:
+        decision = explain_dataset_num_proc(rows=ROWS)
+        num_proc, reason = decision.value, decision.steps[-1].reason
+    result = {"mode": mode, "num_proc": num_proc, "reason": reason}
+    try:
+        with map_failure_diagnostics(num_proc):
+            dataset.map(tokenize, batched=True, batch_size=100, num_proc=num_proc, load_from_cache_file=False)
+        result["outcome"] = "completed"
+    except RuntimeError as error:
+        result["outcome"] = "failed"
+        result["message"] = str(error)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
