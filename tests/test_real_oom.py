@@ -43,4 +43,5 @@ def test_naive_count_is_oom_killed_and_the_policy_sized_map_completes():
     assert "memory.oom_control" in naive["message"] or "memory.events" in naive["message"]
 
     assert sized["outcome"] == "completed", sized
-    assert sized["num_proc"] is None or sized["num_proc"] < naive["num_proc"]
+    assert sized["decided_by"] == "memory" and sized["num_proc"] is None, sized
+    assert "cgroup free" in sized["reason"]

@@ -36,11 +36,12 @@ def main(mode):
     datasets.disable_progress_bars()
     dataset = datasets.Dataset.from_dict({"text": [" ".join(WORDS[: 1 + i % 7]) for i in range(ROWS)]})
     if mode == "naive":
-        num_proc, reason = min(max(os.cpu_count() + 4, 2), 64), "min(max(cpu_count + 4, 2), 64)"
+        num_proc, decided_by, reason = min(max(os.cpu_count() + 4, 2), 64), "heuristic", "min(max(cpu_count + 4, 2), 64)"
     else:
-        decision = explain_dataset_num_proc(rows=ROWS)
-        num_proc, reason = decision.value, decision.steps[-1].reason
-    result = {"mode": mode, "num_proc": num_proc, "reason": reason}
+        # No row count: the decision must come from the cgroup's memory, not from the dataset's size.
+        decision = explain_dataset_num_proc()
+        num_proc, decided_by, reason = decision.value, decision.decided_by, decision.steps[-1].reason
+    result = {"mode": mode, "num_proc": num_proc, "decided_by": decided_by, "reason": reason}
     try:
         with map_failure_diagnostics(num_proc):
             dataset.map(tokenize, batched=True, batch_size=100, num_proc=num_proc, load_from_cache_file=False)
