@@ -1,0 +1,46 @@
+"""The benchmark's bookkeeping on hand-made runs (no timing here: figures live in `nox -s bench`)."""
+
+from __future__ import annotations
+
+import io
+
+from tools import bench
+
+
+def _run(wall: float, rss_mib: int, num_proc) -> dict:
+    return {"wall_s": wall, "peak_tree_rss_bytes": rss_mib * 2**20, "closure_pickle_bytes": 2048, "bytes_pickled_to_workers": 0, "num_proc": num_proc}
+
+
+def test_summary_finds_the_oracle_and_scores_the_policy():
+    labels = {"d": {"in-process (None)": None, "num_proc=1": 1, "policy": 2, "old heuristic": 6, "sweep 2": 2, "sweep 4": 4}}
+    runs = {
+        ("d", None): [_run(3.0, 200, None), _run(2.0, 200, None), _run(2.5, 200, None)],  # median 2.5
+        ("d", 1): [_run(4.0, 400, 1)] * 3,
+        ("d", 2): [_run(2.0, 600, 2), _run(1.0, 600, 2), _run(9.0, 600, 2)],  # median 2.0: the oracle
+        ("d", 4): [_run(2.2, 900, 4)] * 3,
+        ("d", 6): [_run(5.0, 1500, 6)] * 3,
+    }
+    summary = bench.summarise(labels, runs)["d"]
+    assert summary["oracle_num_proc"] == 2
+    assert summary["policy_efficiency"] == 1.0
+    assert summary["num_proc_1_vs_none"] == 4.0 / 2.5
+    assert summary["policy_memory_budget_bytes"] == 2 * 2**30 and summary["policy_peak_within_budget"]
+    table = bench.format_table({"d": summary}, {"cpus": 2, "memory_gib": 24, "python": "3.11", "datasets": "5.2.0", "platform": "x"}, 3)
+    assert "| d | 2 | 2 | 1.00 (met) | 1.60x slower | 600 MiB of 2,048 MiB (met) |" in table
+
+
+def test_sweep_doubles_up_to_twice_the_usable_cpus():
+    class Policy:
+        @staticmethod
+        def get_dataset_num_proc(rows=None):
+            return None
+
+    candidates = bench.candidates_for(bench.WORKLOADS["a"], Policy, usable_cpus=6)
+    assert [value for label, value in candidates.items() if label.startswith("sweep")] == [2, 4, 8]
+    assert candidates["in-process (None)"] is None and candidates["num_proc=1"] == 1
+
+
+def test_unknown_workload_is_a_usage_error():
+    out = io.StringIO()
+    assert bench.main(["--workloads", "zz"], stdout=out) == 2
+    assert "zz" in out.getvalue()
