@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""`train_on_responses_only`: the zoo's label masking, with `num_proc` written so serial never becomes auto."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import unsloth_num_proc
+
+DEFAULT_INSTRUCTION_PART = "<|user|>\n"
+DEFAULT_RESPONSE_PART = "<|assistant|>\n"
+# The zoo reads an int request of 1 as in-process, so this is the safe value when no policy loads.
+NO_POLICY_NUM_PROC = 1
+
+
+def responses_only_num_proc(trainer: Any, num_proc: Any) -> Optional[int]:
+    """The `num_proc` to hand the zoo for this trainer's splits, as the policy encodes it."""
+    policy = unsloth_num_proc.load_policy()
+    if policy is None:
+        return NO_POLICY_NUM_PROC
+    return policy.resolve_responses_only_num_proc(trainer, num_proc)
+
+
+def train_on_responses_only(
+    trainer: Any,
+    instruction_part: Optional[str] = None,
+    response_part: Optional[str] = None,
+    num_proc: Any = None,
+) -> Any:
+    """Mask every split's labels to the assistant's responses; num_proc None auto-sizes, 0/1 stays in-process."""
+    from unsloth_zoo.dataset_utils import train_on_responses_only as zoo_train_on_responses_only
+
+    return zoo_train_on_responses_only(
+        trainer,
+        instruction_part if instruction_part is not None else DEFAULT_INSTRUCTION_PART,
+        response_part if response_part is not None else DEFAULT_RESPONSE_PART,
+        num_proc=responses_only_num_proc(trainer, num_proc),
+    )

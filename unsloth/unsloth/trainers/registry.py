@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Each trainer family's config class and dataset preparation, and `prepare_dataset` to dispatch on them."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, NamedTuple, Optional, Type
+
+from .configs import CPOConfig, DatasetConfig, DPOConfig, KTOConfig, ORPOConfig, PRMConfig, RewardConfig, SFTConfig
+from .encodings import layer_of
+from .preference import prepare_paired_preference_dataset
+from .reward import prepare_reward_dataset
+from .sft import prepare_sft_dataset
+from .stepwise import prepare_stepwise_dataset
+from .unpaired import prepare_unpaired_dataset
+
+
+class TrainerFamily(NamedTuple):
+    config_class: Type[DatasetConfig]
+    prepare: Callable[..., Any]
+
+
+TRAINER_FAMILIES: Dict[str, TrainerFamily] = {
+    "sft": TrainerFamily(SFTConfig, prepare_sft_dataset),
+    "dpo": TrainerFamily(DPOConfig, prepare_paired_preference_dataset),
+    "kto": TrainerFamily(KTOConfig, prepare_unpaired_dataset),
+    "cpo": TrainerFamily(CPOConfig, prepare_paired_preference_dataset),
+    "orpo": TrainerFamily(ORPOConfig, prepare_paired_preference_dataset),
+    "reward": TrainerFamily(RewardConfig, prepare_reward_dataset),
+    "prm": TrainerFamily(PRMConfig, prepare_stepwise_dataset),
+}
+
+
+def make_config(family: str, **fields: Any) -> DatasetConfig:
+    """A `family` config built from `fields`, its `dataset_num_proc` resolved."""
+    layer_of(family)
+    return TRAINER_FAMILIES[family].config_class(**fields)
+
+
+def prepare_dataset(family: str, dataset: Any, tokenizer: Any, config: Optional[DatasetConfig] = None) -> Any:
+    """Tokenize `dataset` for `family`; a missing config is the family's defaults (auto-sized workers)."""
+    layer_of(family)
+    entry = TRAINER_FAMILIES[family]
+    if config is None:
+        config = entry.config_class()
+    elif not isinstance(config, entry.config_class):
+        raise TypeError(f"{family} needs a {entry.config_class.__name__}, got {type(config).__name__}")
+    return entry.prepare(dataset, tokenizer, config)
