@@ -50,7 +50,7 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     import datasets
 
     from tools.process_memory import ProcessTreeMemory
-    from unsloth.trainers.configs import SFTConfig
+    from unsloth.trainers import SFTConfig
     from unsloth_num_proc import load_policy
     from unsloth_zoo.dataset_utils import sft_prepare_dataset
 
