@@ -2,5 +2,12 @@
 # Copyright 2026 the unsloth authors.
 """unsloth: trainer configs and dataset preparation sized by the dataset worker-count policy."""
 
+import contextlib as _contextlib
+
 __version__ = "2026.12.0"
-with __import__("contextlib").suppress(Exception): from .zoo_compat import patch_older_zoo; patch_older_zoo()  # an older zoo's SFT map then sizes by the policy; nothing here may fail the import
+
+# Beside an older zoo, its SFT map site is patched to size through the policy; nothing here may fail the import.
+with _contextlib.suppress(Exception):
+    from .zoo_compat import patch_older_zoo
+
+    patch_older_zoo()
