@@ -10,6 +10,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+import tools  # noqa: E402,F401  (takes the root back off sys.path, so `unsloth` is the installed package)
 
 
 @pytest.fixture(autouse=True)
