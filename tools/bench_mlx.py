@@ -1,0 +1,165 @@
+"""Tokens per second: unsloth_zoo's MLXTrainer against mlx_lm's own LoRA trainer, same model, batch and length.
+
+Both train a fresh copy of the same tiny random-weight llama on the same fixed-length token rows, with the
+same LoRA layers, batch size and optimizer. Each run is a warm-up train() followed by a timed one; runs
+alternate between the two trainers and the median of the repeats is reported. Throughput counts the
+positions the model is trained on (batch x (length - 1)) per second of wall time inside train().
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+
+def token_rows(count: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
+    """Seeded random rows of exactly `length` ids, avoiding the special ids 0-4."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return rng.integers(5, vocab_size, size=(count, length)).tolist()
+
+
+def fresh_lora_model(folder: Path, rank: int, seed: int):
+    import mlx.core as mx
+
+    from unsloth_zoo.mlx import apply_lora, load_model
+
+    model, tokenizer = load_model(folder)
+    mx.random.seed(seed)
+    if rank > 0:
+        apply_lora(model, rank=rank, alpha=2 * rank)
+    return model, tokenizer
+
+
+def time_ours(folder: Path, rows: list, options: argparse.Namespace, steps: int, compile_steps: bool, output: Path) -> float:
+    from unsloth_zoo.mlx import MLXTrainer, MLXTrainingConfig
+
+    model, tokenizer = fresh_lora_model(folder, options.rank, options.seed)
+    config = MLXTrainingConfig(
+        per_device_train_batch_size=options.batch,
+        gradient_accumulation_steps=1,
+        max_steps=steps,
+        warmup_steps=0,
+        learning_rate=1e-4,
+        lr_scheduler_type="constant",
+        logging_steps=steps,
+        save_strategy="no",
+        output_dir=str(output),
+        max_seq_length=options.seq_len,
+        dataset_order="sequential",
+        mx_compile=compile_steps,
+        grad_clip_mode=options.clip,
+    )
+    trainer = MLXTrainer(model, tokenizer, [{"input_ids": row} for row in rows], args=config)
+    started = time.perf_counter()
+    trainer.train()
+    return time.perf_counter() - started
+
+
+def time_mlx_lm(folder: Path, rows: list, options: argparse.Namespace, steps: int, output: Path) -> float:
+    import mlx.optimizers as optimizers
+    from mlx_lm.tuner.trainer import TrainingArgs, train
+
+    model, _ = fresh_lora_model(folder, options.rank, options.seed)
+    args = TrainingArgs(
+        batch_size=options.batch,
+        iters=steps,
+        steps_per_report=steps,
+        steps_per_eval=10**9,
+        steps_per_save=10**9,
+        max_seq_length=options.seq_len,
+        adapter_file=str(output / "adapters.safetensors"),
+    )
+    output.mkdir(parents=True, exist_ok=True)
+    # mlx_lm's batcher takes (tokens, prompt offset) pairs.
+    dataset = [(row, 0) for row in rows]
+    model.train()
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        train(model, optimizers.AdamW(learning_rate=1e-4, bias_correction=True), dataset, args=args)
+    return time.perf_counter() - started
+
+
+def measure(options: argparse.Namespace) -> dict:
+    from tools.tiny_mlx_model import TinyLlamaShape, build_tiny_mlx_model
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-mlx-"))
+    shape = TinyLlamaShape(
+        vocab_size=options.vocab,
+        hidden_size=options.hidden,
+        num_hidden_layers=options.layers,
+        intermediate_size=2 * options.hidden,
+        max_position_embeddings=max(512, options.seq_len),
+    )
+    folder = build_tiny_mlx_model(workdir / "model", shape, tokenizer_cache_dir=workdir / "tokenizers")
+    rows = token_rows(options.batch * (options.steps + options.warmup), options.seq_len, options.vocab, options.seed)
+    positions = options.batch * (options.seq_len - 1) * options.steps
+    runners = {"mlx_lm": lambda steps, out: time_mlx_lm(folder, rows, options, steps, out)}
+    for compile_steps in options.compile:
+        name = f"unsloth_zoo (mx.compile {'on' if compile_steps else 'off'})"
+        runners[name] = lambda steps, out, flag=compile_steps: time_ours(folder, rows, options, steps, flag, out)
+    seconds: dict = {name: [] for name in runners}
+    for repeat in range(options.repeats):
+        for name, run in runners.items():
+            run(options.warmup, workdir / f"warm-{repeat}")
+            seconds[name].append(run(options.steps, workdir / f"timed-{repeat}"))
+    rates = {name: positions / statistics.median(values) for name, values in seconds.items()}
+    return {
+        "shape": {**shape.__dict__},
+        "batch": options.batch,
+        "seq_len": options.seq_len,
+        "steps": options.steps,
+        "lora_rank": options.rank,
+        "clip": options.clip,
+        "repeats": options.repeats,
+        "seconds": seconds,
+        "tokens_per_second": rates,
+        "ratio_to_mlx_lm": {name: rate / rates["mlx_lm"] for name, rate in rates.items()},
+    }
+
+
+def format_table(result: dict) -> str:
+    lines = ["| trainer | tokens/s (median) | vs mlx_lm |", "| --- | ---: | ---: |"]
+    for name, rate in result["tokens_per_second"].items():
+        lines.append(f"| {name} | {rate:,.0f} | {result['ratio_to_mlx_lm'][name]:.2f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--vocab", type=int, default=2048)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq-len", type=int, default=129, help="tokens per row; both trainers see length-1 positions")
+    parser.add_argument("--rank", type=int, default=8, help="LoRA rank (0 trains all weights)")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--clip", default="global_norm", help="our grad_clip_mode (mlx_lm's trainer does not clip)")
+    parser.add_argument("--compile", choices=("off", "on", "both"), default="both")
+    parser.add_argument("--json", type=Path, help="also write the full result here")
+    options = parser.parse_args(argv)
+    options.compile = {"off": [False], "on": [True], "both": [False, True]}[options.compile]
+    result = measure(options)
+    print(format_table(result))
+    if options.json is not None:
+        options.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

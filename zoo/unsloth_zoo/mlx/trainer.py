@@ -1,0 +1,333 @@
+# SPDX-License-Identifier: LGPL-3.0-or-later
+# Copyright 2026 the unsloth_zoo authors.
+"""`MLXTrainer`: trains an mlx_lm model on a text dataset and drives Hugging Face callbacks event by event.
+
+The loop has the shape of Hugging Face's `Trainer`: epochs of optimizer steps, each step one or more
+micro-batches, then log / evaluate / save when the control flags ask for it, so callbacks see the same events
+in the same order with the same state.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Iterable, List, NamedTuple, Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_map
+
+from .callbacks import CallbackHandler, FlowCallback, TrainerControl, TrainerState
+from .checkpoint import load_best_weights, load_checkpoint, rotate_checkpoints, save_checkpoint, save_model_files, sorted_checkpoints
+from .config import MLXTrainingConfig, coerce_config
+from .data import EncodeRows, TokenizedRows, epoch_batches, pad_batch, tokenize_dataset
+from .loss import masked_cross_entropy
+from .optim import build_optimizer, build_schedule, clip_gradients, learning_rates, resolve_warmup_steps
+
+
+class TrainOutput(NamedTuple):
+    global_step: int
+    training_loss: float
+    metrics: dict
+
+
+class TrainingPlan(NamedTuple):
+    batches_per_epoch: int
+    steps_per_epoch: int
+    max_steps: int
+    num_epochs: int
+
+
+def plan_training(rows: int, args: MLXTrainingConfig) -> TrainingPlan:
+    """Totals the way Hugging Face counts them: a partial accumulation at an epoch's end is still a step."""
+    batches = math.ceil(rows / args.per_device_train_batch_size)
+    steps_per_epoch = max(math.ceil(batches / args.gradient_accumulation_steps), 1)
+    if args.max_steps > 0:
+        return TrainingPlan(batches, steps_per_epoch, args.max_steps, math.ceil(args.max_steps / steps_per_epoch))
+    return TrainingPlan(batches, steps_per_epoch, math.ceil(args.num_train_epochs * steps_per_epoch), math.ceil(args.num_train_epochs))
+
+
+def _exportable(callback: Any) -> bool:
+    """Hugging Face's `ExportableState` contract, checked by shape so transformers need not be imported."""
+    return callable(getattr(callback, "state", None)) and hasattr(type(callback), "from_state")
+
+
+class MLXTrainer:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        train_dataset: Any,
+        eval_dataset: Any = None,
+        *,
+        formatting_func: Any = None,
+        args: Any = None,
+        callbacks: Optional[Iterable[Any]] = None,
+    ) -> None:
+        self.args = coerce_config(args)
+        self.model = model
+        self.tokenizer = tokenizer
+        encode = EncodeRows(tokenizer, self.args.dataset_text_field, formatting_func, self.args.max_seq_length, self.args.append_eos)
+        self.train_rows = tokenize_dataset(train_dataset, encode, self.args.dataset_num_proc)
+        if len(self.train_rows) == 0:
+            raise ValueError("the training dataset has no rows")
+        self.eval_rows: Optional[TokenizedRows] = None if eval_dataset is None else tokenize_dataset(eval_dataset, encode, self.args.dataset_num_proc)
+        if self.args.eval_strategy != "no" and not self.eval_rows:
+            raise ValueError(f"eval_strategy={self.args.eval_strategy!r} needs an eval_dataset with rows")
+        pad_id = getattr(tokenizer, "pad_token_id", None)
+        self.pad_id = int(pad_id if pad_id is not None else getattr(tokenizer, "eos_token_id", None) or 0)
+        self.optimizer: Any = None
+        self.state = TrainerState()
+        self.control = TrainerControl()
+        self.callback_handler = CallbackHandler([FlowCallback, *(callbacks or [])], model, tokenizer)
+        self.control = self._fire("on_init_end")
+
+    # ---- callbacks ----
+
+    def add_callback(self, callback: Any) -> None:
+        self.callback_handler.add_callback(callback)
+
+    def pop_callback(self, callback: Any) -> Any:
+        return self.callback_handler.pop_callback(callback)
+
+    def remove_callback(self, callback: Any) -> None:
+        self.callback_handler.remove_callback(callback)
+
+    def _fire(self, event: str, **kwargs: Any) -> TrainerControl:
+        self.control = self.callback_handler.fire(event, self.args, self.state, self.control, **kwargs)
+        return self.control
+
+    # ---- setup ----
+
+    def _use_compile(self) -> bool:
+        if self.args.mx_compile is not None:
+            return bool(self.args.mx_compile)
+        # Compilation pays off on the GPU; on CPU it mostly adds tracing time for small models.
+        return mx.default_device().type == mx.DeviceType.gpu
+
+    def _create_optimizer(self, max_steps: int) -> None:
+        args = self.args
+        warmup = resolve_warmup_steps(args.warmup_steps, args.warmup_ratio, max_steps)
+        self._rates = learning_rates(args.lr_scheduler_type, args.learning_rate, warmup, max_steps)
+        self.lr_scheduler = build_schedule(self._rates)
+        self.optimizer = build_optimizer(
+            args.optim, self.lr_scheduler, weight_decay=args.weight_decay, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon
+        )
+        self.optimizer.init(self.model.trainable_parameters())
+        self.callback_handler.optimizer = self.optimizer
+        self.callback_handler.lr_scheduler = self.lr_scheduler
+
+    def _build_step_functions(self) -> None:
+        model, optimizer = self.model, self.optimizer
+        loss_and_grad = nn.value_and_grad(model, masked_cross_entropy)
+
+        def forward_backward(tokens: mx.array, lengths: mx.array) -> Any:
+            (loss, count), grads = loss_and_grad(model, tokens, lengths)
+            return loss, count, grads
+
+        def apply_update(grads: Any) -> mx.array:
+            optimizer.update(model, grads)
+            return optimizer.step
+
+        if self._use_compile():
+            captured = [model.state, optimizer.state, mx.random.state]
+            forward_backward = mx.compile(forward_backward, inputs=captured, outputs=captured)
+            apply_update = mx.compile(apply_update, inputs=captured, outputs=captured)
+        self._forward_backward = forward_backward
+        self._apply_update = apply_update
+
+    def _resolve_checkpoint(self, resume_from_checkpoint: Any) -> Optional[Path]:
+        if resume_from_checkpoint in (None, False):
+            return None
+        if resume_from_checkpoint is True:
+            found = sorted_checkpoints(Path(self.args.output_dir))
+            if not found:
+                raise FileNotFoundError(f"no checkpoint to resume from in {self.args.output_dir}")
+            return found[-1]
+        return Path(resume_from_checkpoint)
+
+    # ---- training ----
+
+    def train(self, resume_from_checkpoint: Any = None) -> TrainOutput:
+        args = self.args
+        plan = plan_training(len(self.train_rows), args)
+        self._create_optimizer(plan.max_steps)
+        self.state = TrainerState(train_batch_size=args.per_device_train_batch_size)
+        checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
+        if checkpoint is not None:
+            self.state = load_checkpoint(checkpoint, self.model, self.optimizer)
+        else:
+            mx.random.seed(args.seed)
+        self.state.compute_steps(args, plan.max_steps)
+        self.state.max_steps, self.state.num_train_epochs = plan.max_steps, plan.num_epochs
+        self.state.train_batch_size = args.per_device_train_batch_size
+        self.state.stateful_callbacks = {}
+        self._build_step_functions()
+        self.model.train()
+
+        epochs_done, steps_done_in_epoch = divmod(self.state.global_step, plan.steps_per_epoch)
+        self._initial_step = self.state.global_step
+        self._last_logged_step = self.state.global_step
+        self._initial_tokens = self.state.num_input_tokens_seen
+        self._running_loss = mx.array(0.0)
+        self._total_loss = 0.0
+        self._samples_seen = 0
+        start = time.time()
+
+        self._fire("on_train_begin")
+        if self.state.global_step < plan.max_steps:
+            for epoch in range(epochs_done, plan.num_epochs):
+                self._fire("on_epoch_begin")
+                first_step = steps_done_in_epoch if epoch == epochs_done else 0
+                self._run_epoch(epoch, first_step, plan)
+                if self.control.should_training_stop:
+                    break
+        return self._finish_training(start)
+
+    def _run_epoch(self, epoch: int, first_step: int, plan: TrainingPlan) -> None:
+        args = self.args
+        batches = epoch_batches(self.train_rows.lengths, args.per_device_train_batch_size, args.dataset_order, args.seed, epoch)
+        self.callback_handler.train_dataloader = batches
+        accumulation = args.gradient_accumulation_steps
+        grad_norm, learning_rate = None, None
+        for step_in_epoch in range(first_step, plan.steps_per_epoch):
+            # The epoch's last step takes whatever micro-batches remain, even fewer than the accumulation count.
+            group = batches[step_in_epoch * accumulation : (step_in_epoch + 1) * accumulation]
+            self._fire("on_step_begin")
+            grads, step_loss = None, None
+            for position, indices in enumerate(group):
+                tokens, lengths = pad_batch(self.train_rows, indices, self.pad_id, args.pad_to_multiple_of)
+                loss, _, micro_grads = self._forward_backward(mx.array(tokens), mx.array(lengths))
+                grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
+                step_loss = loss if step_loss is None else step_loss + loss
+                self.state.num_input_tokens_seen += int(lengths.sum())
+                self._samples_seen += len(indices)
+                if position < len(group) - 1:
+                    # Materialise the running sum so the graph stays one micro-batch deep.
+                    mx.eval(grads, step_loss)
+                    self._fire("on_substep_end")
+            if len(group) > 1:
+                grads = tree_map(lambda array: array / len(group), grads)
+                step_loss = step_loss / len(group)
+            grads, grad_norm = clip_gradients(grads, args.grad_clip_mode, args.max_grad_norm, args.max_grad_value)
+            self._fire("on_pre_optimizer_step")
+            learning_rate = self._rates[min(self.state.global_step, len(self._rates) - 1)]
+            # One evaluation covers the last micro-batch, clipping and the update (mlx is lazy until here).
+            mx.eval(self._apply_update(grads), grad_norm, step_loss, self.model.parameters(), self.optimizer.state)
+            self._fire("on_optimizer_step")
+            self._running_loss = self._running_loss + step_loss
+            self.state.global_step += 1
+            self.state.epoch = epoch + (step_in_epoch * accumulation + len(group)) / plan.batches_per_epoch
+            self._fire("on_step_end")
+            self._log_evaluate_save(grad_norm, learning_rate)
+            if self.control.should_epoch_stop or self.control.should_training_stop:
+                break
+        self._fire("on_epoch_end")
+        self._log_evaluate_save(grad_norm, learning_rate)
+
+    def _log_evaluate_save(self, grad_norm: Any, learning_rate: Optional[float]) -> None:
+        if self.control.should_log and self.state.global_step > self._last_logged_step:
+            summed = self._running_loss.item()
+            self._running_loss = mx.array(0.0)
+            logs = {"loss": summed / (self.state.global_step - self._last_logged_step)}
+            if grad_norm is not None:
+                logs["grad_norm"] = float(grad_norm.item())
+            if learning_rate is not None:
+                logs["learning_rate"] = learning_rate
+            self._total_loss += summed
+            self._last_logged_step = self.state.global_step
+            self.log(logs)
+        if self.control.should_evaluate:
+            if self.eval_rows:
+                self._track_best(self.evaluate())
+            else:
+                self.control.should_evaluate = False
+        if self.control.should_save:
+            self._save_checkpoint()
+            self._fire("on_save")
+
+    def _finish_training(self, start: float) -> TrainOutput:
+        runtime = time.time() - start
+        self._total_loss += self._running_loss.item()
+        steps = self.state.global_step - self._initial_step
+        training_loss = self._total_loss / max(steps, 0.001)
+        tokens = self.state.num_input_tokens_seen - self._initial_tokens
+        metrics = {"train_runtime": round(runtime, 4)}
+        if runtime > 0:
+            metrics["train_samples_per_second"] = round(self._samples_seen / runtime, 3)
+            metrics["train_steps_per_second"] = round(steps / runtime, 3)
+            metrics["train_tokens_per_second"] = round(tokens / runtime, 3)
+        metrics["train_loss"] = training_loss
+        self.log(metrics)
+        if self.args.load_best_model_at_end and self.state.best_model_checkpoint is not None:
+            load_best_weights(Path(self.state.best_model_checkpoint), self.model)
+        save_model_files(Path(self.args.output_dir), self.model, self.tokenizer)
+        self._fire("on_train_end")
+        return TrainOutput(self.state.global_step, training_loss, metrics)
+
+    # ---- logging, evaluation, checkpoints ----
+
+    def log(self, logs: dict) -> None:
+        """Record `logs` (with the epoch added) in the log history and hand them to `on_log`."""
+        if self.state.epoch is not None:
+            logs["epoch"] = self.state.epoch
+        self.state.log_history.append({**logs, "step": self.state.global_step})
+        self._fire("on_log", logs=logs)
+
+    def evaluate(self) -> dict:
+        """Token-weighted eval loss and its perplexity over the whole eval set, with `on_prediction_step` per batch."""
+        if not self.eval_rows:
+            raise ValueError("evaluation needs an eval_dataset")
+        size = self.args.per_device_eval_batch_size
+        batches = epoch_batches(self.eval_rows.lengths, size, "sequential", 0, 0)
+        self.callback_handler.eval_dataloader = batches
+        self.model.eval()
+        start = time.time()
+        loss_sum, count_sum = mx.array(0.0), mx.array(0)
+        for indices in batches:
+            tokens, lengths = pad_batch(self.eval_rows, indices, self.pad_id, self.args.pad_to_multiple_of)
+            loss, count = masked_cross_entropy(self.model, mx.array(tokens), mx.array(lengths))
+            loss_sum, count_sum = loss_sum + loss * count, count_sum + count
+            mx.eval(loss_sum, count_sum)
+            self._fire("on_prediction_step")
+        self.model.train()
+        runtime = time.time() - start
+        eval_loss = loss_sum.item() / max(count_sum.item(), 1)
+        metrics = {"eval_loss": eval_loss, "eval_perplexity": math.exp(min(eval_loss, 700.0)), "eval_runtime": round(runtime, 4)}
+        if runtime > 0:
+            metrics["eval_samples_per_second"] = round(len(self.eval_rows) / runtime, 3)
+            metrics["eval_steps_per_second"] = round(len(batches) / runtime, 3)
+        self.log(metrics)
+        self._fire("on_evaluate", metrics=metrics)
+        return metrics
+
+    def _track_best(self, metrics: dict) -> None:
+        """Update `best_metric` / `best_global_step` as Hugging Face does after each evaluation."""
+        name = self.args.metric_for_best_model
+        if name is None:
+            return
+        key = name if name.startswith("eval_") else f"eval_{name}"
+        if key not in metrics:
+            raise KeyError(f"metric_for_best_model={name!r} is not among the eval metrics {sorted(metrics)}")
+        value, best = metrics[key], self.state.best_metric
+        improved = best is None or (value > best if self.args.greater_is_better else value < best)
+        if improved:
+            self.state.best_metric = value
+            if self.args.save_strategy != "no":
+                self.state.best_global_step = self.state.global_step
+
+    def _save_checkpoint(self) -> None:
+        output_dir = Path(self.args.output_dir)
+        if self.state.best_global_step:
+            best = output_dir / f"checkpoint-{self.state.best_global_step}"
+            if self.state.best_global_step == self.state.global_step or best.is_dir():
+                self.state.best_model_checkpoint = str(best)
+        for callback in [*self.callback_handler.callbacks, self.control]:
+            if _exportable(callback):
+                self.state.stateful_callbacks[type(callback).__name__] = callback.state()
+        save_checkpoint(output_dir, self.model, self.optimizer, self.state, self.args, self.args.save_only_model)
+        rotate_checkpoints(output_dir, self.args.save_total_limit, self.state.best_model_checkpoint)
+
+    def save_model(self, output_dir: Optional[str] = None) -> None:
+        save_model_files(Path(output_dir or self.args.output_dir), self.model, self.tokenizer)
