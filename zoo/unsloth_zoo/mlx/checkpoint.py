@@ -25,7 +25,6 @@ ADAPTERS_FILE = "adapters.safetensors"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
-RNG_FILE = "rng_state.safetensors"
 STATE_FILE = "trainer_state.json"
 ARGS_FILE = "training_args.json"
 SOURCE_PATH_ATTRIBUTE = "unsloth_source_path"
@@ -65,7 +64,6 @@ def save_checkpoint(output_dir: Path, model: Any, optimizer: Any, state: Trainer
     save_model_files(staging, model)
     if not save_only_model:
         mx.save_safetensors(str(staging / OPTIMIZER_FILE), dict(tree_flatten(optimizer.state)))
-        mx.save_safetensors(str(staging / RNG_FILE), {"key": mx.random.state[0]})
     state.save_to_json(str(staging / STATE_FILE))
     (staging / ARGS_FILE).write_text(args.to_json_string(), encoding="utf-8")
     shutil.rmtree(final, ignore_errors=True)
@@ -87,7 +85,7 @@ def _merge_into(target: Any, loaded: Any) -> Any:
 
 
 def load_checkpoint(folder: Path, model: Any, optimizer: Any) -> TrainerState:
-    """Restore weights (or adapters), optimizer state and the random key from a checkpoint; return its trainer state."""
+    """Restore weights (or adapters) and optimizer state from a checkpoint; return its trainer state."""
     folder = Path(folder)
     if not (folder / STATE_FILE).is_file():
         raise FileNotFoundError(f"{folder} is not a checkpoint: no {STATE_FILE}")
@@ -97,8 +95,6 @@ def load_checkpoint(folder: Path, model: Any, optimizer: Any) -> TrainerState:
         optimizer.init(model.trainable_parameters())
         loaded = tree_unflatten(list(mx.load(str(folder / OPTIMIZER_FILE)).items()))
         _merge_into(optimizer.state, loaded)
-    if (folder / RNG_FILE).is_file():
-        mx.random.state[0] = mx.load(str(folder / RNG_FILE))["key"]
     mx.eval(model.parameters(), optimizer.state)
     return TrainerState.load_from_json(str(folder / STATE_FILE))
 

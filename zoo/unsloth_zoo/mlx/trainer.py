@@ -157,8 +157,6 @@ class MLXTrainer:
         checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
         if checkpoint is not None:
             self.state = load_checkpoint(checkpoint, self.model, self.optimizer)
-        else:
-            mx.random.seed(args.seed)
         self.state.compute_steps(args, plan.max_steps)
         self.state.max_steps, self.state.num_train_epochs = plan.max_steps, plan.num_epochs
         self.state.train_batch_size = args.per_device_train_batch_size
@@ -195,6 +193,8 @@ class MLXTrainer:
             # The epoch's last step takes whatever micro-batches remain, even fewer than the accumulation count.
             group = batches[step_in_epoch * accumulation : (step_in_epoch + 1) * accumulation]
             self._fire("on_step_begin")
+            # Randomness (dropout) is a function of the step, so a resumed run draws what the uninterrupted one did.
+            mx.random.seed(args.seed + self.state.global_step)
             grads, step_loss = None, None
             for position, indices in enumerate(group):
                 tokens, lengths = pad_batch(self.train_rows, indices, self.pad_id, args.pad_to_multiple_of)
