@@ -1,9 +1,10 @@
 """Tokens per second: unsloth_zoo's MLXTrainer against mlx_lm's own LoRA trainer, same model, batch and length.
 
 Both train a fresh copy of the same tiny random-weight llama on the same fixed-length token rows, with the
-same LoRA layers, batch size and optimizer. Each run is a warm-up train() followed by a timed one; runs
-alternate between the two trainers and the median of the repeats is reported. Throughput counts the
-positions the model is trained on (batch x (length - 1)) per second of wall time inside train().
+same LoRA layers, batch size and optimizer, reporting after every step. The clock runs from the end of the
+warm-up steps (tracing and first-call costs excluded for both) to the end of the last step, read from each
+trainer's own per-step hook. Runs alternate between the trainers; the median of the repeats is reported.
+Throughput counts the positions the model is trained on, batch x (length - 1), per second.
 """
 
 from __future__ import annotations
@@ -43,18 +44,37 @@ def fresh_lora_model(folder: Path, rank: int, seed: int):
     return model, tokenizer
 
 
-def time_ours(folder: Path, rows: list, options: argparse.Namespace, steps: int, compile_steps: bool, output: Path) -> float:
+class StepClock:
+    """Timestamps at the end of every optimizer step; the seconds from step `start` to the last one."""
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+
+    def tick(self, *args, **kwargs) -> None:
+        self.stamps.append(time.perf_counter())
+
+    on_step_end = tick  # as a Hugging Face-style callback for our trainer
+    on_train_loss_report = tick  # as mlx_lm's TrainingCallback (called every step with steps_per_report=1)
+
+    def on_val_loss_report(self, info) -> None:
+        pass
+
+    def seconds_after(self, start: int) -> float:
+        return self.stamps[-1] - self.stamps[start - 1]
+
+
+def time_ours(folder: Path, rows: list, options: argparse.Namespace, compile_steps: bool, output: Path) -> float:
     from unsloth_zoo.mlx import MLXTrainer, MLXTrainingConfig
 
     model, tokenizer = fresh_lora_model(folder, options.rank, options.seed)
     config = MLXTrainingConfig(
         per_device_train_batch_size=options.batch,
         gradient_accumulation_steps=1,
-        max_steps=steps,
+        max_steps=options.warmup + options.steps,
         warmup_steps=0,
         learning_rate=1e-4,
         lr_scheduler_type="constant",
-        logging_steps=steps,
+        logging_steps=1,
         save_strategy="no",
         output_dir=str(output),
         max_seq_length=options.seq_len,
@@ -62,34 +82,34 @@ def time_ours(folder: Path, rows: list, options: argparse.Namespace, steps: int,
         mx_compile=compile_steps,
         grad_clip_mode=options.clip,
     )
-    trainer = MLXTrainer(model, tokenizer, [{"input_ids": row} for row in rows], args=config)
-    started = time.perf_counter()
+    clock = StepClock()
+    trainer = MLXTrainer(model, tokenizer, [{"input_ids": row} for row in rows], args=config, callbacks=[clock])
     trainer.train()
-    return time.perf_counter() - started
+    return clock.seconds_after(options.warmup)
 
 
-def time_mlx_lm(folder: Path, rows: list, options: argparse.Namespace, steps: int, output: Path) -> float:
+def time_mlx_lm(folder: Path, rows: list, options: argparse.Namespace, output: Path) -> float:
     import mlx.optimizers as optimizers
     from mlx_lm.tuner.trainer import TrainingArgs, train
 
     model, _ = fresh_lora_model(folder, options.rank, options.seed)
     args = TrainingArgs(
         batch_size=options.batch,
-        iters=steps,
-        steps_per_report=steps,
+        iters=options.warmup + options.steps,
+        steps_per_report=1,
         steps_per_eval=10**9,
         steps_per_save=10**9,
         max_seq_length=options.seq_len,
         adapter_file=str(output / "adapters.safetensors"),
     )
     output.mkdir(parents=True, exist_ok=True)
+    clock = StepClock()
     # mlx_lm's batcher takes (tokens, prompt offset) pairs.
     dataset = [(row, 0) for row in rows]
     model.train()
-    started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
-        train(model, optimizers.AdamW(learning_rate=1e-4, bias_correction=True), dataset, args=args)
-    return time.perf_counter() - started
+        train(model, optimizers.AdamW(learning_rate=1e-4, bias_correction=True), dataset, args=args, training_callback=clock)
+    return clock.seconds_after(options.warmup)
 
 
 def measure(options: argparse.Namespace) -> dict:
@@ -106,15 +126,14 @@ def measure(options: argparse.Namespace) -> dict:
     folder = build_tiny_mlx_model(workdir / "model", shape, tokenizer_cache_dir=workdir / "tokenizers")
     rows = token_rows(options.batch * (options.steps + options.warmup), options.seq_len, options.vocab, options.seed)
     positions = options.batch * (options.seq_len - 1) * options.steps
-    runners = {"mlx_lm": lambda steps, out: time_mlx_lm(folder, rows, options, steps, out)}
+    runners = {"mlx_lm": lambda out: time_mlx_lm(folder, rows, options, out)}
     for compile_steps in options.compile:
         name = f"unsloth_zoo (mx.compile {'on' if compile_steps else 'off'})"
-        runners[name] = lambda steps, out, flag=compile_steps: time_ours(folder, rows, options, steps, flag, out)
+        runners[name] = lambda out, flag=compile_steps: time_ours(folder, rows, options, flag, out)
     seconds: dict = {name: [] for name in runners}
     for repeat in range(options.repeats):
-        for name, run in runners.items():
-            run(options.warmup, workdir / f"warm-{repeat}")
-            seconds[name].append(run(options.steps, workdir / f"timed-{repeat}"))
+        for index, (name, run) in enumerate(runners.items()):
+            seconds[name].append(run(workdir / f"run-{repeat}-{index}"))
     rates = {name: positions / statistics.median(values) for name, values in seconds.items()}
     return {
         "shape": {**shape.__dict__},
@@ -139,13 +158,13 @@ def format_table(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--vocab", type=int, default=2048)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq-len", type=int, default=129, help="tokens per row; both trainers see length-1 positions")
     parser.add_argument("--rank", type=int, default=8, help="LoRA rank (0 trains all weights)")
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)

@@ -28,7 +28,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def load_tiny(tiny_model_dir: Path) -> Callable[..., tuple]:
     """Load a fresh copy of the tiny model; `lora=True` also puts rank-8 LoRA on it with a fixed seed."""
 
-    def load(lora: bool = False) -> tuple:
+    def load(lora: bool = False, dropout: float = 0.0) -> tuple:
         import mlx.core as mx
 
         from unsloth_zoo.mlx import apply_lora, load_model
@@ -36,7 +36,7 @@ def load_tiny(tiny_model_dir: Path) -> Callable[..., tuple]:
         model, tokenizer = load_model(tiny_model_dir)
         if lora:
             mx.random.seed(0)
-            apply_lora(model, rank=8, alpha=16)
+            apply_lora(model, rank=8, alpha=16, dropout=dropout)
         return model, tokenizer
 
     return load

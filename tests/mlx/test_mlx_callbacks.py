@@ -215,3 +215,71 @@ def test_add_pop_and_remove_callbacks(load_tiny, config, recorder):
     with pytest.raises(ValueError):
         trainer.remove_callback(recorder)
     assert recorder.events == []  # removed before training, and it was added after on_init_end
+
+
+def test_epoch_strategies_act_at_each_epoch_end(load_tiny, config, recorder):
+    from unsloth_zoo.mlx import MLXTrainer
+
+    model, tokenizer = load_tiny(lora=True)
+    # 4 rows / batch 2 = 2 steps per epoch, two epochs.
+    args = config(
+        num_train_epochs=2, max_steps=-1, logging_strategy="epoch", eval_strategy="epoch", save_strategy="epoch",
+        per_device_eval_batch_size=4,
+    )
+    trainer = MLXTrainer(model, tokenizer, train_rows(4), train_rows(4), args=args, callbacks=[recorder])
+    trainer.train()
+
+    after_first_epoch = recorder.events[recorder.events.index(("on_epoch_end", 2)):][:6]
+    assert after_first_epoch == [
+        ("on_epoch_end", 2), ("on_log", 2), ("on_prediction_step", 2), ("on_log", 2), ("on_evaluate", 2), ("on_save", 2),
+    ]
+    assert [entry["step"] for entry in trainer.state.log_history] == [2, 2, 4, 4, 4]
+    assert [entry["epoch"] for entry in trainer.state.log_history] == [1.0, 1.0, 2.0, 2.0, 2.0]
+    assert [("loss" in entry, "eval_loss" in entry) for entry in trainer.state.log_history[:4]] == [
+        (True, False), (False, True), (True, False), (False, True),
+    ]
+    assert sorted(path.name for path in Path(args.output_dir).glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+
+
+def test_first_step_logging_ratios_and_eval_delay(load_tiny, config):
+    from unsloth_zoo.mlx import MLXTrainer
+
+    model, tokenizer = load_tiny(lora=True)
+    # Ratios of the 4-step run: logging every ceil(0.5 * 4) = 2 steps, saving every ceil(0.75 * 4) = 3.
+    args = config(
+        max_steps=4, logging_steps=0.5, logging_first_step=True, save_strategy="steps", save_steps=0.75,
+        eval_strategy="steps", eval_steps=1, eval_delay=3,
+    )
+    trainer = MLXTrainer(model, tokenizer, train_rows(8), train_rows(2), args=args)
+    trainer.train()
+
+    history = trainer.state.log_history
+    assert [entry["step"] for entry in history if "loss" in entry] == [1, 2, 4]
+    assert [entry["step"] for entry in history if "eval_loss" in entry] == [3, 4]
+    assert (trainer.state.logging_steps, trainer.state.save_steps, trainer.state.eval_steps) == (2, 3, 1)
+    assert sorted(path.name for path in Path(args.output_dir).glob("checkpoint-*")) == ["checkpoint-3", "checkpoint-4"]
+
+
+def test_load_best_model_at_end_restores_the_best_checkpoint(load_tiny, config):
+    import mlx.core as mx
+    import numpy as np
+    from mlx.utils import tree_flatten
+
+    from unsloth_zoo.mlx import MLXTrainer
+
+    model, tokenizer = load_tiny(lora=True)
+    # The loss falls every step, so asking for the greatest eval loss makes the first checkpoint the best one.
+    args = config(
+        max_steps=4, eval_strategy="steps", eval_steps=1, save_strategy="steps", save_steps=1,
+        metric_for_best_model="eval_loss", greater_is_better=True, load_best_model_at_end=True,
+    )
+    rows = train_rows(4)
+    trainer = MLXTrainer(model, tokenizer, rows, rows, args=args)
+    trainer.train()
+
+    assert Path(trainer.state.best_model_checkpoint).name == "checkpoint-1"
+    best = mx.load(str(Path(args.output_dir) / "checkpoint-1" / "adapters.safetensors"))
+    last = mx.load(str(Path(args.output_dir) / "checkpoint-4" / "adapters.safetensors"))
+    current = dict(tree_flatten(model.trainable_parameters()))
+    assert all(np.array_equal(np.array(current[name]), np.array(best[name])) for name in best)
+    assert not all(np.array_equal(np.array(current[name]), np.array(last[name])) for name in last)

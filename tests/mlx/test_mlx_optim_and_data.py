@@ -129,8 +129,11 @@ def test_padding_keeps_real_lengths():
     tokens, lengths = pad_batch(rows, [0, 1, 2], pad_id=0)
     assert tokens.tolist() == [[5, 6, 7], [8, 0, 0], [9, 10, 0]]
     assert lengths.tolist() == [3, 1, 2]
+    # The model sees width - 1 positions, so that is what the multiple rounds: 1 position -> 4, width 5.
     wide, _ = pad_batch(rows, [1, 2], pad_id=0, multiple=4)
-    assert wide.tolist() == [[8, 0, 0, 0], [9, 10, 0, 0]]
+    assert wide.tolist() == [[8, 0, 0, 0, 0], [9, 10, 0, 0, 0]]
+    exact, _ = pad_batch(TokenizedRows([[1] * 9]), [0], pad_id=0, multiple=4)
+    assert exact.shape == (1, 9)
 
 
 def test_masked_loss_ignores_padding(tiny_model_dir):

@@ -188,16 +188,16 @@ def test_each_clip_mode_bounds_the_update(load_tiny, config, memorise_rows, mode
         assert global_norm == pytest.approx(grad_norm, rel=1e-4)
 
 
-@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_resume_reproduces_the_uninterrupted_loss_curve(load_tiny, config, tmp_path, lora):
+@pytest.mark.parametrize(("lora", "dropout"), [(False, 0.0), (True, 0.0), (True, 0.3)], ids=["full", "lora", "lora-dropout"])
+def test_resume_reproduces_the_uninterrupted_loss_curve(load_tiny, config, tmp_path, lora, dropout):
     from unsloth_zoo.mlx import MLXTrainer
 
     common = {"max_steps": 6, "warmup_steps": 2, "save_strategy": "steps", "save_steps": 3, "learning_rate": 5e-3}
-    model, tokenizer = load_tiny(lora=lora)
+    model, tokenizer = load_tiny(lora=lora, dropout=dropout)
     straight = MLXTrainer(model, tokenizer, text_rows(8), args=config(output_dir=str(tmp_path / "a"), **common))
     straight.train()
 
-    model, tokenizer = load_tiny(lora=lora)
+    model, tokenizer = load_tiny(lora=lora, dropout=dropout)
     resumed = MLXTrainer(model, tokenizer, text_rows(8), args=config(output_dir=str(tmp_path / "b"), **common))
     output = resumed.train(resume_from_checkpoint=str(tmp_path / "a" / "checkpoint-3"))
 
@@ -206,7 +206,7 @@ def test_resume_reproduces_the_uninterrupted_loss_curve(load_tiny, config, tmp_p
         assert logged(resumed, key) == pytest.approx(logged(straight, key), rel=1e-5)
     assert [entry["step"] for entry in resumed.state.log_history if "loss" in entry] == [1, 2, 3, 4, 5, 6]
 
-    model, tokenizer = load_tiny(lora=lora)
+    model, tokenizer = load_tiny(lora=lora, dropout=dropout)
     recorder = EventRecorder()
     finished = MLXTrainer(model, tokenizer, text_rows(8), args=config(output_dir=str(tmp_path / "a"), **common), callbacks=[recorder])
     assert finished.train(resume_from_checkpoint=True).global_step == 6
@@ -255,3 +255,17 @@ def test_the_callers_args_are_copied_not_mutated(load_tiny, config):
     trainer.train()
     assert trainer.args is not args
     assert args.to_json_string() == snapshot
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_compiled_steps_follow_the_same_curve(load_tiny, config, lora):
+    from unsloth_zoo.mlx import MLXTrainer
+
+    curves = []
+    for compiled in (False, True):
+        model, tokenizer = load_tiny(lora=lora)
+        trainer = MLXTrainer(model, tokenizer, text_rows(8), args=config(max_steps=5, gradient_accumulation_steps=2, mx_compile=compiled))
+        trainer.train()
+        curves.append(logged(trainer, "loss"))
+    assert curves[1] == pytest.approx(curves[0], rel=1e-4)
+    assert curves[0][-1] < curves[0][0]

@@ -135,11 +135,11 @@ def epoch_batches(lengths: np.ndarray, batch_size: int, order: str, seed: int, e
 
 
 def pad_batch(rows: TokenizedRows, indices: Sequence[int], pad_id: int, multiple: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """Rows padded to the longest (rounded up to `multiple`), and each row's real length."""
+    """Rows padded to the longest, and each row's real length; `multiple` rounds up what the model sees (width - 1)."""
     lengths = rows.lengths[np.asarray(indices)]
     width = int(max(lengths.max(initial=1), 1))
     if multiple:
-        width = -(-width // multiple) * multiple
+        width = 1 + -(-(width - 1) // multiple) * multiple
     tokens = np.full((len(indices), width), pad_id, dtype=np.int32)
     for slot, index in enumerate(indices):
         row = rows[int(index)]

@@ -162,6 +162,8 @@ class MLXTrainer:
         self.state.train_batch_size = args.per_device_train_batch_size
         self.state.stateful_callbacks = {}
         self._build_step_functions()
+        # Compiled steps retrace for every new batch shape, so lengths are rounded to a few buckets then.
+        self._pad_multiple = args.pad_to_multiple_of or (32 if self._use_compile() else None)
         self.model.train()
 
         epochs_done, steps_done_in_epoch = divmod(self.state.global_step, plan.steps_per_epoch)
@@ -197,7 +199,7 @@ class MLXTrainer:
             mx.random.seed(args.seed + self.state.global_step)
             grads, step_loss = None, None
             for position, indices in enumerate(group):
-                tokens, lengths = pad_batch(self.train_rows, indices, self.pad_id, args.pad_to_multiple_of)
+                tokens, lengths = pad_batch(self.train_rows, indices, self.pad_id, self._pad_multiple)
                 loss, _, micro_grads = self._forward_backward(mx.array(tokens), mx.array(lengths))
                 grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
                 step_loss = loss if step_loss is None else step_loss + loss
