@@ -108,7 +108,13 @@ def time_mlx_lm(folder: Path, rows: list, options: argparse.Namespace, output: P
     dataset = [(row, 0) for row in rows]
     model.train()
     with contextlib.redirect_stdout(io.StringIO()):
-        train(model, optimizers.AdamW(learning_rate=1e-4, bias_correction=True), dataset, args=args, training_callback=clock)
+        train(
+            model,
+            optimizers.AdamW(learning_rate=1e-4, bias_correction=True),
+            dataset,
+            args=args,
+            training_callback=clock,
+        )
     return clock.seconds_after(options.warmup)
 
 

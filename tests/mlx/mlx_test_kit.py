@@ -25,9 +25,20 @@ class EventRecorder:
     """A callback that writes down every event it sees, with the global step at that moment."""
 
     EVENTS = (
-        "on_init_end", "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_step_begin",
-        "on_pre_optimizer_step", "on_optimizer_step", "on_substep_end", "on_step_end", "on_evaluate",
-        "on_save", "on_log", "on_prediction_step",
+        "on_init_end",
+        "on_train_begin",
+        "on_train_end",
+        "on_epoch_begin",
+        "on_epoch_end",
+        "on_step_begin",
+        "on_pre_optimizer_step",
+        "on_optimizer_step",
+        "on_substep_end",
+        "on_step_end",
+        "on_evaluate",
+        "on_save",
+        "on_log",
+        "on_prediction_step",
     )
 
     def __init__(self) -> None:

@@ -17,31 +17,56 @@ def test_event_sequence_with_accumulation_logging_eval_and_save(load_tiny, confi
     model, tokenizer = load_tiny(lora=True)
     # 6 rows / batch 2 = 3 micro-batches per epoch; accumulation 2 makes 2 steps, the second a lone micro-batch.
     args = config(
-        gradient_accumulation_steps=2, max_steps=4, logging_steps=2, eval_strategy="steps", eval_steps=2,
-        save_strategy="steps", save_steps=3, per_device_eval_batch_size=2,
+        gradient_accumulation_steps=2,
+        max_steps=4,
+        logging_steps=2,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=3,
+        per_device_eval_batch_size=2,
     )
     trainer = MLXTrainer(model, tokenizer, train_rows(6), train_rows(4), args=args, callbacks=[recorder])
     output = trainer.train()
 
     step_with_substep = lambda before: [  # noqa: E731
-        ("on_step_begin", before), ("on_substep_end", before), ("on_pre_optimizer_step", before),
-        ("on_optimizer_step", before), ("on_step_end", before + 1),
+        ("on_step_begin", before),
+        ("on_substep_end", before),
+        ("on_pre_optimizer_step", before),
+        ("on_optimizer_step", before),
+        ("on_step_end", before + 1),
     ]
     lone_step = lambda before: [  # noqa: E731
-        ("on_step_begin", before), ("on_pre_optimizer_step", before), ("on_optimizer_step", before),
+        ("on_step_begin", before),
+        ("on_pre_optimizer_step", before),
+        ("on_optimizer_step", before),
         ("on_step_end", before + 1),
     ]
     evaluation = lambda step: [  # noqa: E731
-        ("on_prediction_step", step), ("on_prediction_step", step), ("on_log", step), ("on_evaluate", step),
+        ("on_prediction_step", step),
+        ("on_prediction_step", step),
+        ("on_log", step),
+        ("on_evaluate", step),
     ]
     expected = [
-        ("on_init_end", 0), ("on_train_begin", 0), ("on_epoch_begin", 0),
+        ("on_init_end", 0),
+        ("on_train_begin", 0),
+        ("on_epoch_begin", 0),
         *step_with_substep(0),
-        *lone_step(1), ("on_log", 2), *evaluation(2),
-        ("on_epoch_end", 2), ("on_epoch_begin", 2),
-        *step_with_substep(2), ("on_save", 3),
-        *lone_step(3), ("on_log", 4), *evaluation(4), ("on_save", 4),
-        ("on_epoch_end", 4), ("on_log", 4), ("on_train_end", 4),
+        *lone_step(1),
+        ("on_log", 2),
+        *evaluation(2),
+        ("on_epoch_end", 2),
+        ("on_epoch_begin", 2),
+        *step_with_substep(2),
+        ("on_save", 3),
+        *lone_step(3),
+        ("on_log", 4),
+        *evaluation(4),
+        ("on_save", 4),
+        ("on_epoch_end", 4),
+        ("on_log", 4),
+        ("on_train_end", 4),
     ]
     assert recorder.events == expected
     assert recorder.epochs_at_step_end == pytest.approx([2 / 3, 1.0, 5 / 3, 2.0])
@@ -49,9 +74,22 @@ def test_event_sequence_with_accumulation_logging_eval_and_save(load_tiny, confi
 
     train_log, eval_log, _, _, summary = recorder.logs
     assert set(train_log) == {"loss", "grad_norm", "learning_rate", "epoch"}
-    assert set(eval_log) == {"eval_loss", "eval_perplexity", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "epoch"}
+    assert set(eval_log) == {
+        "eval_loss",
+        "eval_perplexity",
+        "eval_runtime",
+        "eval_samples_per_second",
+        "eval_steps_per_second",
+        "epoch",
+    }
     assert eval_log["eval_perplexity"] == pytest.approx(math.exp(eval_log["eval_loss"]))
-    assert {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_tokens_per_second", "train_loss"} <= set(summary)
+    assert {
+        "train_runtime",
+        "train_samples_per_second",
+        "train_steps_per_second",
+        "train_tokens_per_second",
+        "train_loss",
+    } <= set(summary)
     assert [entry["step"] for entry in trainer.state.log_history] == [2, 2, 4, 4, 4]
     checkpoints = sorted(path.name for path in Path(args.output_dir).glob("checkpoint-*"))
     assert checkpoints == ["checkpoint-3", "checkpoint-4"]
@@ -71,7 +109,6 @@ def test_should_training_stop_at_step_two_ends_the_run_there(load_tiny, config, 
 
     assert output.global_step == 2
     assert trainer.state.global_step == 2
-    assert recorder.names()[-6:] == ["on_optimizer_step", "on_step_end", "on_log", "on_epoch_end", "on_log", "on_train_end"][-6:]
     assert recorder.events[-3:] == [("on_epoch_end", 2), ("on_log", 2), ("on_train_end", 2)]
     assert recorder.names().count("on_step_end") == 2
 
@@ -116,11 +153,21 @@ def test_flags_are_cleared_before_their_event(load_tiny, config):
             seen.append(("on_step_begin", control.should_log or control.should_save or control.should_evaluate))
 
     model, tokenizer = load_tiny()
-    trainer = MLXTrainer(model, tokenizer, train_rows(4), args=config(max_steps=2, save_strategy="steps", save_steps=1), callbacks=[Watch()])
+    trainer = MLXTrainer(
+        model,
+        tokenizer,
+        train_rows(4),
+        args=config(max_steps=2, save_strategy="steps", save_steps=1),
+        callbacks=[Watch()],
+    )
     trainer.train()
     assert seen == [
-        ("on_step_begin", False), ("on_log", False), ("on_save", False),
-        ("on_step_begin", False), ("on_log", False), ("on_save", False),
+        ("on_step_begin", False),
+        ("on_log", False),
+        ("on_save", False),
+        ("on_step_begin", False),
+        ("on_log", False),
+        ("on_save", False),
         ("on_log", False),
     ]
 
@@ -132,8 +179,17 @@ def test_early_stopping_stops_a_run_whose_eval_loss_stops_improving(load_tiny, c
 
     model, tokenizer = load_tiny()
     # A learning rate of zero keeps the eval loss exactly flat: the first eval sets the best, the next two do not beat it.
-    args = config(max_steps=10, learning_rate=0.0, eval_strategy="steps", eval_steps=1, metric_for_best_model="eval_loss")
-    trainer = MLXTrainer(model, tokenizer, train_rows(8), train_rows(4), args=args, callbacks=[EarlyStoppingCallback(early_stopping_patience=2)])
+    args = config(
+        max_steps=10, learning_rate=0.0, eval_strategy="steps", eval_steps=1, metric_for_best_model="eval_loss"
+    )
+    trainer = MLXTrainer(
+        model,
+        tokenizer,
+        train_rows(8),
+        train_rows(4),
+        args=args,
+        callbacks=[EarlyStoppingCallback(early_stopping_patience=2)],
+    )
     output = trainer.train()
 
     assert output.global_step == 3
@@ -151,7 +207,9 @@ def test_early_stopping_lets_an_improving_run_finish(load_tiny, config):
     model, tokenizer = load_tiny()
     args = config(max_steps=6, eval_strategy="steps", eval_steps=1, metric_for_best_model="loss")
     rows = train_rows(8)
-    trainer = MLXTrainer(model, tokenizer, rows, rows[:4], args=args, callbacks=[EarlyStoppingCallback(early_stopping_patience=1)])
+    trainer = MLXTrainer(
+        model, tokenizer, rows, rows[:4], args=args, callbacks=[EarlyStoppingCallback(early_stopping_patience=1)]
+    )
     output = trainer.train()
 
     assert output.global_step == 6
@@ -223,20 +281,32 @@ def test_epoch_strategies_act_at_each_epoch_end(load_tiny, config, recorder):
     model, tokenizer = load_tiny(lora=True)
     # 4 rows / batch 2 = 2 steps per epoch, two epochs.
     args = config(
-        num_train_epochs=2, max_steps=-1, logging_strategy="epoch", eval_strategy="epoch", save_strategy="epoch",
+        num_train_epochs=2,
+        max_steps=-1,
+        logging_strategy="epoch",
+        eval_strategy="epoch",
+        save_strategy="epoch",
         per_device_eval_batch_size=4,
     )
     trainer = MLXTrainer(model, tokenizer, train_rows(4), train_rows(4), args=args, callbacks=[recorder])
     trainer.train()
 
-    after_first_epoch = recorder.events[recorder.events.index(("on_epoch_end", 2)):][:6]
+    after_first_epoch = recorder.events[recorder.events.index(("on_epoch_end", 2)) :][:6]
     assert after_first_epoch == [
-        ("on_epoch_end", 2), ("on_log", 2), ("on_prediction_step", 2), ("on_log", 2), ("on_evaluate", 2), ("on_save", 2),
+        ("on_epoch_end", 2),
+        ("on_log", 2),
+        ("on_prediction_step", 2),
+        ("on_log", 2),
+        ("on_evaluate", 2),
+        ("on_save", 2),
     ]
     assert [entry["step"] for entry in trainer.state.log_history] == [2, 2, 4, 4, 4]
     assert [entry["epoch"] for entry in trainer.state.log_history] == [1.0, 1.0, 2.0, 2.0, 2.0]
     assert [("loss" in entry, "eval_loss" in entry) for entry in trainer.state.log_history[:4]] == [
-        (True, False), (False, True), (True, False), (False, True),
+        (True, False),
+        (False, True),
+        (True, False),
+        (False, True),
     ]
     assert sorted(path.name for path in Path(args.output_dir).glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
 
@@ -247,8 +317,14 @@ def test_first_step_logging_ratios_and_eval_delay(load_tiny, config):
     model, tokenizer = load_tiny(lora=True)
     # Ratios of the 4-step run: logging every ceil(0.5 * 4) = 2 steps, saving every ceil(0.75 * 4) = 3.
     args = config(
-        max_steps=4, logging_steps=0.5, logging_first_step=True, save_strategy="steps", save_steps=0.75,
-        eval_strategy="steps", eval_steps=1, eval_delay=3,
+        max_steps=4,
+        logging_steps=0.5,
+        logging_first_step=True,
+        save_strategy="steps",
+        save_steps=0.75,
+        eval_strategy="steps",
+        eval_steps=1,
+        eval_delay=3,
     )
     trainer = MLXTrainer(model, tokenizer, train_rows(8), train_rows(2), args=args)
     trainer.train()
@@ -270,8 +346,14 @@ def test_load_best_model_at_end_restores_the_best_checkpoint(load_tiny, config):
     model, tokenizer = load_tiny(lora=True)
     # The loss falls every step, so asking for the greatest eval loss makes the first checkpoint the best one.
     args = config(
-        max_steps=4, eval_strategy="steps", eval_steps=1, save_strategy="steps", save_steps=1,
-        metric_for_best_model="eval_loss", greater_is_better=True, load_best_model_at_end=True,
+        max_steps=4,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="steps",
+        save_steps=1,
+        metric_for_best_model="eval_loss",
+        greater_is_better=True,
+        load_best_model_at_end=True,
     )
     rows = train_rows(4)
     trainer = MLXTrainer(model, tokenizer, rows, rows, args=args)

@@ -11,13 +11,45 @@ from unsloth_zoo.mlx.config import MLXTrainingConfig, coerce_config
 
 # The declared order so far; new fields may only ever be appended after these.
 FIELD_ORDER = [
-    "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "num_train_epochs", "warmup_steps",
-    "learning_rate", "lr_scheduler_type", "optim", "weight_decay", "seed", "logging_steps", "output_dir",
-    "max_seq_length", "dataset_text_field", "append_eos", "dataset_order", "dataset_num_proc", "warmup_ratio",
-    "max_grad_norm", "grad_clip_mode", "max_grad_value", "adam_beta1", "adam_beta2", "adam_epsilon",
-    "per_device_eval_batch_size", "logging_strategy", "logging_first_step", "eval_strategy", "eval_steps",
-    "eval_delay", "save_strategy", "save_steps", "save_total_limit", "save_only_model", "load_best_model_at_end",
-    "metric_for_best_model", "greater_is_better", "mx_compile", "pad_to_multiple_of",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "max_steps",
+    "num_train_epochs",
+    "warmup_steps",
+    "learning_rate",
+    "lr_scheduler_type",
+    "optim",
+    "weight_decay",
+    "seed",
+    "logging_steps",
+    "output_dir",
+    "max_seq_length",
+    "dataset_text_field",
+    "append_eos",
+    "dataset_order",
+    "dataset_num_proc",
+    "warmup_ratio",
+    "max_grad_norm",
+    "grad_clip_mode",
+    "max_grad_value",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "per_device_eval_batch_size",
+    "logging_strategy",
+    "logging_first_step",
+    "eval_strategy",
+    "eval_steps",
+    "eval_delay",
+    "save_strategy",
+    "save_steps",
+    "save_total_limit",
+    "save_only_model",
+    "load_best_model_at_end",
+    "metric_for_best_model",
+    "greater_is_better",
+    "mx_compile",
+    "pad_to_multiple_of",
 ]
 
 
@@ -26,9 +58,19 @@ def test_defaults(monkeypatch):
     config = MLXTrainingConfig()
     assert (config.per_device_train_batch_size, config.gradient_accumulation_steps) == (2, 4)
     assert (config.max_steps, config.num_train_epochs, config.warmup_steps) == (60, -1, 5)
-    assert (config.learning_rate, config.lr_scheduler_type, config.optim, config.weight_decay) == (2e-4, "linear", "adamw", 0.001)
+    assert (config.learning_rate, config.lr_scheduler_type, config.optim, config.weight_decay) == (
+        2e-4,
+        "linear",
+        "adamw",
+        0.001,
+    )
     assert (config.seed, config.logging_steps, config.output_dir) == (3407, 1, "./outputs")
-    assert (config.max_seq_length, config.dataset_text_field, config.append_eos, config.dataset_order) == (2048, "text", True, "default")
+    assert (config.max_seq_length, config.dataset_text_field, config.append_eos, config.dataset_order) == (
+        2048,
+        "text",
+        True,
+        "default",
+    )
     assert config.dataset_num_proc == 4
     assert config.mx_compile is None and config.eval_strategy == "no" and config.save_strategy == "steps"
 
@@ -38,7 +80,12 @@ def test_fields_bind_positionally_in_declared_order():
     assert names[: len(FIELD_ORDER)] == FIELD_ORDER
     config = MLXTrainingConfig(8, 1, 100, -1, 0, 1e-3, "cosine", "lion")
     assert (config.per_device_train_batch_size, config.gradient_accumulation_steps, config.max_steps) == (8, 1, 100)
-    assert (config.warmup_steps, config.learning_rate, config.lr_scheduler_type, config.optim) == (0, 1e-3, "cosine", "lion")
+    assert (config.warmup_steps, config.learning_rate, config.lr_scheduler_type, config.optim) == (
+        0,
+        1e-3,
+        "cosine",
+        "lion",
+    )
 
 
 def test_unknown_keywords_raise_type_error_naming_them_sorted():
@@ -107,7 +154,14 @@ def test_accepted_spellings(field, value, accepted):
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("eval_strategy", "sometimes"), ("optim", "rmsprop"), ("lr_scheduler_type", "polynomial"), ("grad_clip_mode", "soft"), ("dataset_order", "random"), ("gradient_accumulation_steps", 0)],
+    [
+        ("eval_strategy", "sometimes"),
+        ("optim", "rmsprop"),
+        ("lr_scheduler_type", "polynomial"),
+        ("grad_clip_mode", "soft"),
+        ("dataset_order", "random"),
+        ("gradient_accumulation_steps", 0),
+    ],
 )
 def test_bad_values_are_rejected(field, value):
     with pytest.raises(ValueError, match=field):
@@ -121,10 +175,23 @@ def test_coerce_copies_our_config_and_reads_training_arguments():
     copied = coerce_config(ours)
     assert copied == ours and copied is not ours
 
-    hugging_face = TrainingArguments(output_dir="unused", per_device_train_batch_size=3, max_steps=7, logging_steps=2, eval_strategy="steps", eval_steps=3, report_to="none")
+    hugging_face = TrainingArguments(
+        output_dir="unused",
+        per_device_train_batch_size=3,
+        max_steps=7,
+        logging_steps=2,
+        eval_strategy="steps",
+        eval_steps=3,
+        report_to="none",
+    )
     converted = coerce_config(hugging_face)
     assert (converted.per_device_train_batch_size, converted.max_steps, converted.logging_steps) == (3, 7, 2)
-    assert (converted.eval_strategy, converted.eval_steps, converted.optim, converted.seed) == ("steps", 3, "adamw_torch", 42)
+    assert (converted.eval_strategy, converted.eval_steps, converted.optim, converted.seed) == (
+        "steps",
+        3,
+        "adamw_torch",
+        42,
+    )
 
     from_dict = coerce_config({"max_steps": 9})
     assert from_dict.max_steps == 9 and from_dict.per_device_train_batch_size == 2

@@ -34,8 +34,16 @@ def never_called() -> bool:
         ({"UNSLOTH_FORCE_GPU_PATH": "0"}, "darwin", "arm64", lambda: True, True),
     ],
     ids=[
-        "apple-silicon", "apple-silicon-without-mlx", "linux", "intel-mac", "linux-opt-in", "opt-in-without-mlx",
-        "opt-out-on-apple", "force-gpu-on-apple", "force-gpu-beats-opt-in", "force-gpu-off",
+        "apple-silicon",
+        "apple-silicon-without-mlx",
+        "linux",
+        "intel-mac",
+        "linux-opt-in",
+        "opt-in-without-mlx",
+        "opt-out-on-apple",
+        "force-gpu-on-apple",
+        "force-gpu-beats-opt-in",
+        "force-gpu-off",
     ],
 )
 def test_gate_rules(environ, system, machine, importable, expected):
@@ -46,7 +54,10 @@ def test_gate_rules(environ, system, machine, importable, expected):
 
 
 def test_gate_reason_names_the_forcing_variable():
-    assert "UNSLOTH_FORCE_GPU_PATH" in decide_backend({"UNSLOTH_FORCE_GPU_PATH": "1"}, "darwin", "arm64", never_called).reason
+    assert (
+        "UNSLOTH_FORCE_GPU_PATH"
+        in decide_backend({"UNSLOTH_FORCE_GPU_PATH": "1"}, "darwin", "arm64", never_called).reason
+    )
 
 
 def test_gate_on_this_host_follows_the_opt_in(monkeypatch):
@@ -116,7 +127,10 @@ def test_mlx_path_imports_and_trains_with_torch_blocked(tmp_path):
     environment.pop("UNSLOTH_FORCE_GPU_PATH", None)
     result = subprocess.run(
         [sys.executable, "-c", BLOCKED_TORCH_SCRIPT, str(REPO_ROOT), str(tmp_path)],
-        capture_output=True, text=True, env=environment, timeout=240,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=240,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("OK")

@@ -37,8 +37,17 @@ def test_warmup_resolution(steps, ratio, total, expected):
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("adamw", "adamw"), ("adamw_8bit", "adamw"), ("adamw_torch_fused", "adamw"), ("paged_adamw_32bit", "adamw"),
-     ("adam", "adam"), ("sgd", "sgd"), ("adafactor", "adafactor"), ("lion_8bit", "lion"), ("paged_lion_32bit", "lion")],
+    [
+        ("adamw", "adamw"),
+        ("adamw_8bit", "adamw"),
+        ("adamw_torch_fused", "adamw"),
+        ("paged_adamw_32bit", "adamw"),
+        ("adam", "adam"),
+        ("sgd", "sgd"),
+        ("adafactor", "adafactor"),
+        ("lion_8bit", "lion"),
+        ("paged_lion_32bit", "lion"),
+    ],
 )
 def test_optimizer_names(name, expected):
     assert canonical_optimizer_name(name) == expected
@@ -86,9 +95,13 @@ def test_text_rows_get_eos_once_and_are_truncated(tiny_model_dir):
     assert rows[0].tolist() == plain + [eos]
     assert rows[1].tolist() == plain + [eos]  # already ends in EOS: not doubled
 
-    short = tokenize_dataset([{"text": "a small test"}], EncodeRows(tokenizer, "text", None, max_seq_length=2, append_eos=True))
+    short = tokenize_dataset(
+        [{"text": "a small test"}], EncodeRows(tokenizer, "text", None, max_seq_length=2, append_eos=True)
+    )
     assert short[0].tolist() == plain[:2]
-    no_eos = tokenize_dataset([{"text": "a small test"}], EncodeRows(tokenizer, "text", None, max_seq_length=64, append_eos=False))
+    no_eos = tokenize_dataset(
+        [{"text": "a small test"}], EncodeRows(tokenizer, "text", None, max_seq_length=64, append_eos=False)
+    )
     assert no_eos[0].tolist() == plain
 
 
@@ -99,7 +112,9 @@ def test_formatting_func_and_pre_tokenized_rows(tiny_model_dir):
     _, tokenizer = load_model(tiny_model_dir)
     rows = [{"question": "why", "answer": "because"}]
     encode = EncodeRows(tokenizer, "text", lambda row: f"Q: {row['question']} A: {row['answer']}", 64, True)
-    assert tokenize_dataset(rows, encode)[0].tolist() == tokenizer.encode("Q: why A: because") + [tokenizer.eos_token_id]
+    assert tokenize_dataset(rows, encode)[0].tolist() == tokenizer.encode("Q: why A: because") + [
+        tokenizer.eos_token_id
+    ]
 
     ids_only = tokenize_dataset([{"input_ids": [7, 8, 9, 10]}], EncodeRows(tokenizer, "text", None, 3, True))
     assert ids_only[0].tolist() == [7, 8, 9]
@@ -116,7 +131,9 @@ def test_batches_depend_only_on_seed_and_epoch():
     first = [batch.tolist() for batch in epoch_batches(lengths, 2, "default", 7, 0)]
     assert first == [batch.tolist() for batch in epoch_batches(lengths, 2, "default", 7, 0)]
     assert sorted(sum(first, [])) == [0, 1, 2, 3, 4]
-    other_epochs = [[batch.tolist() for batch in epoch_batches(lengths, 2, "default", 7, epoch)] for epoch in range(1, 6)]
+    other_epochs = [
+        [batch.tolist() for batch in epoch_batches(lengths, 2, "default", 7, epoch)] for epoch in range(1, 6)
+    ]
     assert any(order != first for order in other_epochs)
     by_length = [sorted(batch.tolist()) for batch in epoch_batches(lengths, 2, "length", 7, 0)]
     assert sorted(by_length) == [[0], [1, 3], [2, 4]]  # lengths (1, 2), (3, 4) and (5) share batches

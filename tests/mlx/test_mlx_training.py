@@ -34,7 +34,9 @@ def test_loss_falls_on_a_memorisable_dataset(load_tiny, config, memorise_rows, l
     losses = logged(trainer, "loss")
     assert output.global_step == 30
     assert output.metrics["train_loss"] == pytest.approx(output.training_loss)
-    assert {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_tokens_per_second"} <= set(output.metrics)
+    assert {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_tokens_per_second"} <= set(
+        output.metrics
+    )
     # A random 512-token model starts near ln(512) = 6.2 nats; memorising eight short lines takes it far below.
     assert losses[0] > 5.0
     assert losses[-1] < (2.0 if lora else 1.5)
@@ -166,7 +168,15 @@ def test_each_clip_mode_bounds_the_update(load_tiny, config, memorise_rows, mode
     model, tokenizer = load_tiny()
     before = flat_parameters(model)
     # Plain SGD at learning rate 1 with no decay makes each weight's change exactly its clipped gradient.
-    args = config(max_steps=1, optim="sgd", learning_rate=1.0, weight_decay=0.0, grad_clip_mode=mode, max_grad_norm=0.01, max_grad_value=1e-4)
+    args = config(
+        max_steps=1,
+        optim="sgd",
+        learning_rate=1.0,
+        weight_decay=0.0,
+        grad_clip_mode=mode,
+        max_grad_norm=0.01,
+        max_grad_value=1e-4,
+    )
     trainer = MLXTrainer(model, tokenizer, memorise_rows, args=args)
     trainer.train()
     deltas = {name: before[name] - value for name, value in flat_parameters(model).items()}
@@ -188,7 +198,9 @@ def test_each_clip_mode_bounds_the_update(load_tiny, config, memorise_rows, mode
         assert global_norm == pytest.approx(grad_norm, rel=1e-4)
 
 
-@pytest.mark.parametrize(("lora", "dropout"), [(False, 0.0), (True, 0.0), (True, 0.3)], ids=["full", "lora", "lora-dropout"])
+@pytest.mark.parametrize(
+    ("lora", "dropout"), [(False, 0.0), (True, 0.0), (True, 0.3)], ids=["full", "lora", "lora-dropout"]
+)
 def test_resume_reproduces_the_uninterrupted_loss_curve(load_tiny, config, tmp_path, lora, dropout):
     from unsloth_zoo.mlx import MLXTrainer
 
@@ -208,7 +220,9 @@ def test_resume_reproduces_the_uninterrupted_loss_curve(load_tiny, config, tmp_p
 
     model, tokenizer = load_tiny(lora=lora, dropout=dropout)
     recorder = EventRecorder()
-    finished = MLXTrainer(model, tokenizer, text_rows(8), args=config(output_dir=str(tmp_path / "a"), **common), callbacks=[recorder])
+    finished = MLXTrainer(
+        model, tokenizer, text_rows(8), args=config(output_dir=str(tmp_path / "a"), **common), callbacks=[recorder]
+    )
     assert finished.train(resume_from_checkpoint=True).global_step == 6
     assert "on_step_begin" not in recorder.names()
 
@@ -220,11 +234,17 @@ def test_save_total_limit_keeps_the_newest(load_tiny, config):
     args = config(max_steps=5, save_strategy="steps", save_steps=1, save_total_limit=2)
     MLXTrainer(model, tokenizer, text_rows(8), args=args).train()
     output_dir = Path(args.output_dir)
-    assert sorted(path.name for path in output_dir.iterdir() if path.name.startswith("checkpoint")) == ["checkpoint-4", "checkpoint-5"]
+    assert sorted(path.name for path in output_dir.iterdir() if path.name.startswith("checkpoint")) == [
+        "checkpoint-4",
+        "checkpoint-5",
+    ]
     state = json.loads((output_dir / "checkpoint-5" / "trainer_state.json").read_text())
     assert state["global_step"] == 5 and len([entry for entry in state["log_history"] if "loss" in entry]) == 5
     assert {path.name for path in (output_dir / "checkpoint-5").iterdir()} >= {
-        "adapters.safetensors", "adapter_config.json", "optimizer.safetensors", "trainer_state.json",
+        "adapters.safetensors",
+        "adapter_config.json",
+        "optimizer.safetensors",
+        "trainer_state.json",
     }
 
 
@@ -234,13 +254,22 @@ def test_save_total_limit_never_deletes_the_best_checkpoint(load_tiny, config):
     model, tokenizer = load_tiny(lora=True)
     # Learning rate zero: the first evaluation stays the best, so checkpoint-1 must survive a limit of one.
     args = config(
-        max_steps=4, learning_rate=0.0, save_strategy="steps", save_steps=1, save_total_limit=1,
-        eval_strategy="steps", eval_steps=1, metric_for_best_model="eval_loss",
+        max_steps=4,
+        learning_rate=0.0,
+        save_strategy="steps",
+        save_steps=1,
+        save_total_limit=1,
+        eval_strategy="steps",
+        eval_steps=1,
+        metric_for_best_model="eval_loss",
     )
     trainer = MLXTrainer(model, tokenizer, text_rows(8), text_rows(4), args=args)
     trainer.train()
     output_dir = Path(args.output_dir)
-    assert sorted(path.name for path in output_dir.iterdir() if path.name.startswith("checkpoint")) == ["checkpoint-1", "checkpoint-4"]
+    assert sorted(path.name for path in output_dir.iterdir() if path.name.startswith("checkpoint")) == [
+        "checkpoint-1",
+        "checkpoint-4",
+    ]
     assert Path(trainer.state.best_model_checkpoint) == output_dir / "checkpoint-1"
     assert trainer.state.best_global_step == 1
 
@@ -264,7 +293,9 @@ def test_compiled_steps_follow_the_same_curve(load_tiny, config, lora):
     curves = []
     for compiled in (False, True):
         model, tokenizer = load_tiny(lora=lora)
-        trainer = MLXTrainer(model, tokenizer, text_rows(8), args=config(max_steps=5, gradient_accumulation_steps=2, mx_compile=compiled))
+        trainer = MLXTrainer(
+            model, tokenizer, text_rows(8), args=config(max_steps=5, gradient_accumulation_steps=2, mx_compile=compiled)
+        )
         trainer.train()
         curves.append(logged(trainer, "loss"))
     assert curves[1] == pytest.approx(curves[0], rel=1e-4)

@@ -3,6 +3,11 @@
 """The MLX training backend: `MLXTrainer`, `MLXTrainingConfig`, LoRA and model loading on `mlx`.
 
 Importing this package is cheap and never imports `torch`; `mlx` and `mlx_lm` load when a name below is first used.
+
+    model, tokenizer = load_model("path/to/model_folder")
+    apply_lora(model, rank=16, alpha=16)
+    trainer = MLXTrainer(model, tokenizer, dataset, args=MLXTrainingConfig(max_steps=60), callbacks=[ProgressCallback])
+    trainer.train()
 """
 
 from __future__ import annotations

@@ -45,9 +45,13 @@ def save_model_files(folder: Path, model: Any, tokenizer: Any = None) -> None:
         mx.save_safetensors(str(folder / ADAPTERS_FILE), dict(tree_flatten(model.trainable_parameters())))
         settings = lora_settings(model)
         if settings is not None:
-            (folder / ADAPTER_CONFIG_FILE).write_text(json.dumps(settings.adapter_config(), indent=2) + "\n", encoding="utf-8")
+            (folder / ADAPTER_CONFIG_FILE).write_text(
+                json.dumps(settings.adapter_config(), indent=2) + "\n", encoding="utf-8"
+            )
     else:
-        mx.save_safetensors(str(folder / WEIGHTS_FILE), dict(tree_flatten(model.parameters())), metadata={"format": "mlx"})
+        mx.save_safetensors(
+            str(folder / WEIGHTS_FILE), dict(tree_flatten(model.parameters())), metadata={"format": "mlx"}
+        )
         source = getattr(model, SOURCE_PATH_ATTRIBUTE, None)
         if source is not None and (Path(source) / "config.json").is_file():
             shutil.copyfile(Path(source) / "config.json", folder / "config.json")
@@ -55,7 +59,9 @@ def save_model_files(folder: Path, model: Any, tokenizer: Any = None) -> None:
         tokenizer.save_pretrained(str(folder))
 
 
-def save_checkpoint(output_dir: Path, model: Any, optimizer: Any, state: TrainerState, args: Any, save_only_model: bool) -> Path:
+def save_checkpoint(
+    output_dir: Path, model: Any, optimizer: Any, state: TrainerState, args: Any, save_only_model: bool
+) -> Path:
     """Write `checkpoint-<global_step>` completely, then make it visible; returns its path."""
     output_dir.mkdir(parents=True, exist_ok=True)
     final = output_dir / f"{PREFIX}-{state.global_step}"
@@ -109,7 +115,11 @@ def sorted_checkpoints(output_dir: Path) -> List[Path]:
     """Checkpoint folders, oldest step first."""
     if not output_dir.is_dir():
         return []
-    found = [(int(match.group(1)), path) for path in output_dir.iterdir() if (match := _CHECKPOINT_NAME.match(path.name)) and path.is_dir()]
+    found = [
+        (int(match.group(1)), path)
+        for path in output_dir.iterdir()
+        if (match := _CHECKPOINT_NAME.match(path.name)) and path.is_dir()
+    ]
     return [path for _, path in sorted(found)]
 
 

@@ -134,7 +134,9 @@ def epoch_batches(lengths: np.ndarray, batch_size: int, order: str, seed: int, e
     return batches
 
 
-def pad_batch(rows: TokenizedRows, indices: Sequence[int], pad_id: int, multiple: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+def pad_batch(
+    rows: TokenizedRows, indices: Sequence[int], pad_id: int, multiple: Optional[int] = None
+) -> Tuple[np.ndarray, np.ndarray]:
     """Rows padded to the longest, and each row's real length; `multiple` rounds up what the model sees (width - 1)."""
     lengths = rows.lengths[np.asarray(indices)]
     width = int(max(lengths.max(initial=1), 1))

@@ -12,7 +12,9 @@ from .checkpoint import SOURCE_PATH_ATTRIBUTE
 REQUIRED_FILES = ("config.json",)
 
 
-def load_model(path: str | Path, adapter_path: Optional[str | Path] = None, tokenizer_config: Optional[dict] = None) -> Tuple[Any, Any]:
+def load_model(
+    path: str | Path, adapter_path: Optional[str | Path] = None, tokenizer_config: Optional[dict] = None
+) -> Tuple[Any, Any]:
     """The model and tokenizer in `path`; a missing folder is an error here, never a hub download."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
@@ -24,7 +26,9 @@ def load_model(path: str | Path, adapter_path: Optional[str | Path] = None, toke
         raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}")
     from mlx_lm import load
 
-    model, tokenizer = load(str(folder), tokenizer_config=tokenizer_config, adapter_path=None if adapter_path is None else str(adapter_path))
+    model, tokenizer = load(
+        str(folder), tokenizer_config=tokenizer_config, adapter_path=None if adapter_path is None else str(adapter_path)
+    )
     # Kept so a full fine-tune's saves can carry the same config.json and load back through mlx_lm.
     setattr(model, SOURCE_PATH_ATTRIBUTE, str(folder.resolve()))
     return model, tokenizer

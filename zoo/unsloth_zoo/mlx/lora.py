@@ -29,7 +29,12 @@ class LoraSettings:
         return {
             "fine_tune_type": "lora",
             "num_layers": self.num_layers,
-            "lora_parameters": {"rank": self.rank, "scale": self.scale, "dropout": self.dropout, "keys": list(self.keys)},
+            "lora_parameters": {
+                "rank": self.rank,
+                "scale": self.scale,
+                "dropout": self.dropout,
+                "keys": list(self.keys),
+            },
         }
 
 
@@ -39,7 +44,11 @@ def _matching_keys(block: Any, targets: Sequence[str]) -> tuple:
 
     wanted = set(targets)
     return tuple(
-        sorted(path for path, module in block.named_modules() if path.rsplit(".", 1)[-1] in wanted and isinstance(module, nn.Linear))
+        sorted(
+            path
+            for path, module in block.named_modules()
+            if path.rsplit(".", 1)[-1] in wanted and isinstance(module, nn.Linear)
+        )
     )
 
 
@@ -61,7 +70,9 @@ def apply_lora(
         raise ValueError(f"no linear layer named any of {sorted(target_modules)} in the model's blocks")
     settings = LoraSettings(rank=int(rank), alpha=float(alpha), dropout=float(dropout), num_layers=layers, keys=keys)
     model.freeze()
-    linear_to_lora_layers(model, layers, {"rank": settings.rank, "scale": settings.scale, "dropout": settings.dropout, "keys": list(keys)})
+    linear_to_lora_layers(
+        model, layers, {"rank": settings.rank, "scale": settings.scale, "dropout": settings.dropout, "keys": list(keys)}
+    )
     setattr(model, SETTINGS_ATTRIBUTE, settings)
     return settings
 

@@ -24,14 +24,16 @@ def canonical_optimizer_name(name: str) -> str:
     for prefix in ("paged_", ""):
         if not text.startswith(prefix):
             continue
-        rest = text[len(prefix):]
+        rest = text[len(prefix) :]
         if rest.startswith("adamw"):
             return "adamw"
         if rest.startswith("lion"):
             return "lion"
     if text in OPTIMIZERS:
         return text
-    raise ValueError(f"optim must be one of {', '.join(OPTIMIZERS)} (or a Hugging Face adamw/lion variant), got {name!r}")
+    raise ValueError(
+        f"optim must be one of {', '.join(OPTIMIZERS)} (or a Hugging Face adamw/lion variant), got {name!r}"
+    )
 
 
 def resolve_warmup_steps(warmup_steps: float, warmup_ratio: float, total_steps: int) -> int:
@@ -76,20 +78,26 @@ def build_schedule(rates: List[float]) -> Callable[[Any], Any]:
     return schedule
 
 
-def build_optimizer(name: str, schedule: Callable[[Any], Any], *, weight_decay: float, betas: Tuple[float, float], eps: float) -> Any:
+def build_optimizer(
+    name: str, schedule: Callable[[Any], Any], *, weight_decay: float, betas: Tuple[float, float], eps: float
+) -> Any:
     import mlx.optimizers as optimizers
 
     kind = canonical_optimizer_name(name)
     if kind == "adamw":
         # Bias correction on, as torch's AdamW does; mlx leaves it off by default.
-        return optimizers.AdamW(learning_rate=schedule, betas=list(betas), eps=eps, weight_decay=weight_decay, bias_correction=True)
+        return optimizers.AdamW(
+            learning_rate=schedule, betas=list(betas), eps=eps, weight_decay=weight_decay, bias_correction=True
+        )
     if kind == "adam":
         return optimizers.Adam(learning_rate=schedule, betas=list(betas), eps=eps, bias_correction=True)
     if kind == "sgd":
         return optimizers.SGD(learning_rate=schedule, weight_decay=weight_decay)
     if kind == "adafactor":
         # A given learning rate, not Adafactor's own relative step, as Hugging Face's Trainer configures it.
-        return optimizers.Adafactor(learning_rate=schedule, relative_step=False, scale_parameter=False, weight_decay=weight_decay)
+        return optimizers.Adafactor(
+            learning_rate=schedule, relative_step=False, scale_parameter=False, weight_decay=weight_decay
+        )
     return optimizers.Lion(learning_rate=schedule, weight_decay=weight_decay)
 
 
@@ -106,7 +114,9 @@ def clip_gradients(grads: Any, mode: str, max_norm: float, max_value: float) -> 
         scale = mx.minimum(1.0, max_norm / (total + _NORM_EPSILON))
         grads = tree_map(lambda array: (array * scale).astype(array.dtype), grads)
     elif mode == "per_tensor_norm" and max_norm > 0:
-        grads = tree_map(lambda array: (array * mx.minimum(1.0, max_norm / (norm(array) + _NORM_EPSILON))).astype(array.dtype), grads)
+        grads = tree_map(
+            lambda array: (array * mx.minimum(1.0, max_norm / (norm(array) + _NORM_EPSILON))).astype(array.dtype), grads
+        )
     elif mode == "value" and max_value > 0:
         grads = tree_map(lambda array: mx.clip(array, -max_value, max_value), grads)
     elif mode not in CLIP_MODES:

@@ -12,14 +12,21 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, Iterable, List, NamedTuple, Optional
+from typing import Any, Iterable, NamedTuple, Optional
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_map
 
 from .callbacks import CallbackHandler, FlowCallback, TrainerControl, TrainerState
-from .checkpoint import load_best_weights, load_checkpoint, rotate_checkpoints, save_checkpoint, save_model_files, sorted_checkpoints
+from .checkpoint import (
+    load_best_weights,
+    load_checkpoint,
+    rotate_checkpoints,
+    save_checkpoint,
+    save_model_files,
+    sorted_checkpoints,
+)
 from .config import MLXTrainingConfig, coerce_config
 from .data import EncodeRows, TokenizedRows, epoch_batches, pad_batch, tokenize_dataset
 from .loss import masked_cross_entropy
@@ -45,7 +52,9 @@ def plan_training(rows: int, args: MLXTrainingConfig) -> TrainingPlan:
     steps_per_epoch = max(math.ceil(batches / args.gradient_accumulation_steps), 1)
     if args.max_steps > 0:
         return TrainingPlan(batches, steps_per_epoch, args.max_steps, math.ceil(args.max_steps / steps_per_epoch))
-    return TrainingPlan(batches, steps_per_epoch, math.ceil(args.num_train_epochs * steps_per_epoch), math.ceil(args.num_train_epochs))
+    return TrainingPlan(
+        batches, steps_per_epoch, math.ceil(args.num_train_epochs * steps_per_epoch), math.ceil(args.num_train_epochs)
+    )
 
 
 def _exportable(callback: Any) -> bool:
@@ -68,11 +77,15 @@ class MLXTrainer:
         self.args = coerce_config(args)
         self.model = model
         self.tokenizer = tokenizer
-        encode = EncodeRows(tokenizer, self.args.dataset_text_field, formatting_func, self.args.max_seq_length, self.args.append_eos)
+        encode = EncodeRows(
+            tokenizer, self.args.dataset_text_field, formatting_func, self.args.max_seq_length, self.args.append_eos
+        )
         self.train_rows = tokenize_dataset(train_dataset, encode, self.args.dataset_num_proc)
         if len(self.train_rows) == 0:
             raise ValueError("the training dataset has no rows")
-        self.eval_rows: Optional[TokenizedRows] = None if eval_dataset is None else tokenize_dataset(eval_dataset, encode, self.args.dataset_num_proc)
+        self.eval_rows: Optional[TokenizedRows] = (
+            None if eval_dataset is None else tokenize_dataset(eval_dataset, encode, self.args.dataset_num_proc)
+        )
         if self.args.eval_strategy != "no" and not self.eval_rows:
             raise ValueError(f"eval_strategy={self.args.eval_strategy!r} needs an eval_dataset with rows")
         pad_id = getattr(tokenizer, "pad_token_id", None)
@@ -112,7 +125,11 @@ class MLXTrainer:
         self._rates = learning_rates(args.lr_scheduler_type, args.learning_rate, warmup, max_steps)
         self.lr_scheduler = build_schedule(self._rates)
         self.optimizer = build_optimizer(
-            args.optim, self.lr_scheduler, weight_decay=args.weight_decay, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon
+            args.optim,
+            self.lr_scheduler,
+            weight_decay=args.weight_decay,
+            betas=(args.adam_beta1, args.adam_beta2),
+            eps=args.adam_epsilon,
         )
         self.optimizer.init(self.model.trainable_parameters())
         self.callback_handler.optimizer = self.optimizer
@@ -187,7 +204,9 @@ class MLXTrainer:
 
     def _run_epoch(self, epoch: int, first_step: int, plan: TrainingPlan) -> None:
         args = self.args
-        batches = epoch_batches(self.train_rows.lengths, args.per_device_train_batch_size, args.dataset_order, args.seed, epoch)
+        batches = epoch_batches(
+            self.train_rows.lengths, args.per_device_train_batch_size, args.dataset_order, args.seed, epoch
+        )
         self.callback_handler.train_dataloader = batches
         accumulation = args.gradient_accumulation_steps
         grad_norm, learning_rate = None, None
@@ -215,10 +234,12 @@ class MLXTrainer:
             grads, grad_norm = clip_gradients(grads, args.grad_clip_mode, args.max_grad_norm, args.max_grad_value)
             self._fire("on_pre_optimizer_step")
             learning_rate = self._rates[min(self.state.global_step, len(self._rates) - 1)]
-            # One evaluation covers the last micro-batch, clipping and the update (mlx is lazy until here).
-            mx.eval(self._apply_update(grads), grad_norm, step_loss, self.model.parameters(), self.optimizer.state)
-            self._fire("on_optimizer_step")
             self._running_loss = self._running_loss + step_loss
+            # One evaluation covers the last micro-batch, clipping and the update (mlx is lazy until here).
+            mx.eval(
+                self._apply_update(grads), grad_norm, self._running_loss, self.model.parameters(), self.optimizer.state
+            )
+            self._fire("on_optimizer_step")
             self.state.global_step += 1
             self.state.epoch = epoch + (step_in_epoch * accumulation + len(group)) / plan.batches_per_epoch
             self._fire("on_step_end")
@@ -296,7 +317,11 @@ class MLXTrainer:
         self.model.train()
         runtime = time.time() - start
         eval_loss = loss_sum.item() / max(count_sum.item(), 1)
-        metrics = {"eval_loss": eval_loss, "eval_perplexity": math.exp(min(eval_loss, 700.0)), "eval_runtime": round(runtime, 4)}
+        metrics = {
+            "eval_loss": eval_loss,
+            "eval_perplexity": math.exp(min(eval_loss, 700.0)),
+            "eval_runtime": round(runtime, 4),
+        }
         if runtime > 0:
             metrics["eval_samples_per_second"] = round(len(self.eval_rows) / runtime, 3)
             metrics["eval_steps_per_second"] = round(len(batches) / runtime, 3)
