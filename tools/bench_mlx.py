@@ -119,9 +119,13 @@ def time_mlx_lm(folder: Path, rows: list, options: argparse.Namespace, output: P
 
 
 def measure(options: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-mlx-") as scratch:
+        return measure_in(Path(scratch), options)
+
+
+def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
     from tools.tiny_mlx_model import TinyLlamaShape, build_tiny_mlx_model
 
-    workdir = Path(tempfile.mkdtemp(prefix="bench-mlx-"))
     shape = TinyLlamaShape(
         vocab_size=options.vocab,
         hidden_size=options.hidden,
