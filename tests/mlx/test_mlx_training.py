@@ -300,3 +300,30 @@ def test_compiled_steps_follow_the_same_curve(load_tiny, config, lora):
         curves.append(logged(trainer, "loss"))
     assert curves[1] == pytest.approx(curves[0], rel=1e-4)
     assert curves[0][-1] < curves[0][0]
+
+
+@pytest.mark.parametrize(
+    ("optim", "learning_rate"),
+    [("adamw", 3e-3), ("adam", 3e-3), ("sgd", 0.5), ("adafactor", 3e-3), ("lion", 3e-4)],
+)
+def test_each_optimizer_lowers_the_loss(load_tiny, config, memorise_rows, optim, learning_rate):
+    from unsloth_zoo.mlx import MLXTrainer
+
+    model, tokenizer = load_tiny()
+    args = config(max_steps=4, per_device_train_batch_size=8, optim=optim, learning_rate=learning_rate)
+    trainer = MLXTrainer(model, tokenizer, memorise_rows, args=args)
+    trainer.train()
+    losses = logged(trainer, "loss")
+    assert type(trainer.optimizer).__name__.lower() == optim
+    assert losses[-1] < losses[0] - 0.1
+
+
+def test_compile_is_off_by_default_on_cpu(load_tiny, config, memorise_rows):
+    import mlx.core as mx
+
+    from unsloth_zoo.mlx import MLXTrainer
+
+    assert mx.default_device().type == mx.DeviceType.cpu
+    model, tokenizer = load_tiny()
+    assert MLXTrainer(model, tokenizer, memorise_rows, args=config())._use_compile() is False
+    assert MLXTrainer(model, tokenizer, memorise_rows, args=config(mx_compile=True))._use_compile() is True
