@@ -10,7 +10,7 @@ import nox
 nox.needs_version = ">=2024.3.2"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "drift", "matrix", "datasets"]
+nox.options.sessions = ["tests", "drift", "matrix", "datasets", "mlx"]
 
 ROOT = Path(__file__).parent
 DATASETS_VERSIONS = json.loads((ROOT / "shared" / "datasets_versions.json").read_text())["versions"]
@@ -21,7 +21,7 @@ RUNTIME_DEPS = ["datasets", "tokenizers", "psutil"]
 def tests(session: nox.Session) -> None:
     """Run the whole pytest suite against both packages."""
     _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst", "jinja2")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "--ignore=tests/mlx_backend", "--ignore=tests/mlx_api", *session.posargs)
 
 
 @nox.session
@@ -50,6 +50,13 @@ def datasets(session: nox.Session, datasets_version: str) -> None:
     """Prove, on each supported datasets release, which num_proc values build a worker pool."""
     _install_packages(session, f"datasets=={datasets_version}", "tokenizers", "psutil", "pytest")
     session.run("pytest", "-p", "no:cacheprovider", "tests/datasets_contract", *session.posargs)
+
+
+@nox.session
+def mlx(session: nox.Session) -> None:
+    """Train tiny models on the MLX backend (mlx[cpu] on Linux), with transformers installed and torch absent."""
+    _install_packages(session, *RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "pytest")
+    session.run("pytest", "tests/mlx_backend", *session.posargs)
 
 
 @nox.session(default=False)

@@ -16,15 +16,14 @@ from typing import Any, Callable  # noqa: E402
 import pytest  # noqa: E402
 from mlx_test_kit import MEMORISE_TEXTS, EventRecorder  # noqa: E402
 
-# This folder is itself a namespace portion of `mlx` once `tests/` is on sys.path, so probe `mlx.core`, and never
-# name a module here after one of mlx's own (core, nn, optimizers, utils).
+# Probe `mlx.core`: `mlx` itself is a namespace package, so a bare `mlx` can resolve without the library.
 MISSING = [name for name in ("mlx.core", "mlx_lm", "transformers") if importlib.util.find_spec(name) is None]
 # A session without the MLX stack (the main `tests` session) skips this folder, and says so in its header.
 collect_ignore_glob = ["test_*.py"] if MISSING else []
 
 
 def pytest_report_header() -> list:
-    return [f"tests/mlx not collected: {', '.join(MISSING)} not installed"] if MISSING else []
+    return [f"tests/mlx_backend not collected: {', '.join(MISSING)} not installed"] if MISSING else []
 
 
 @pytest.fixture(scope="session")
