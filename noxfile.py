@@ -73,5 +73,12 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "tools.bench", *session.posargs)
 
 
+@nox.session(default=False)
+def bench_mlx(session: nox.Session) -> None:
+    """Tokens per second of the MLX trainer against mlx_lm's own LoRA trainer on the same tiny model."""
+    _install_packages(session, *RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers")
+    session.run("python", "tools/bench_mlx.py", *session.posargs)
+
+
 def _install_packages(session: nox.Session, *extra: str) -> None:
     session.install("-e", "zoo", "-e", "unsloth", *extra)
