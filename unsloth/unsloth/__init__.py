@@ -1,8 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""unsloth: trainer configs and dataset preparation sized by the dataset worker-count policy."""
+"""unsloth: trainer configs and dataset preparation sized by the dataset worker-count policy.
+
+On an MLX host (as the zoo's gate decides) it also carries the public trainer API, `FastLanguageModel`,
+`UnslothTrainer`, `UnslothTrainingArguments` and friends, from `unsloth.mlx`; that path never imports torch.
+"""
 
 import contextlib as _contextlib
+import warnings as _warnings
 
 __version__ = "2026.12.0"
 
@@ -11,3 +16,36 @@ with _contextlib.suppress(Exception):
     from .zoo_compat import patch_older_zoo
 
     patch_older_zoo()
+
+# The MLX switch must not fail the import either, but a broken setup is reported rather than hidden.
+try:
+    from .mlx.activation import activate as _activate_mlx
+
+    _ON_MLX = _activate_mlx()
+except Exception as _error:
+    _ON_MLX = False
+    _warnings.warn(f"unsloth could not switch to the MLX backend: {_error!r}", RuntimeWarning, stacklevel=2)
+
+_MLX_EXPORTS = {
+    "FastLanguageModel": "unsloth.mlx",
+    "UnslothTrainer": "unsloth.mlx",
+    "UnslothTrainingArguments": "unsloth.mlx",
+    "is_bfloat16_supported": "unsloth.mlx",
+    "memory_stats": "unsloth.mlx",
+    "mem_get_info": "unsloth.mlx",
+    "reset_peak_memory_stats": "unsloth.mlx",
+    "empty_cache": "unsloth.mlx",
+    "get_chat_template": "unsloth.chat_templates",
+    "train_on_responses_only": "unsloth.chat_templates",
+}
+
+
+def __getattr__(name):
+    # Loaded on first use, so `import unsloth` stays cheap and never pulls in mlx_lm or transformers.
+    if _ON_MLX and name in _MLX_EXPORTS:
+        import importlib
+
+        value = getattr(importlib.import_module(_MLX_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,42 @@
+"""The notebook-style script (TRL imports, SFTConfig, SFTTrainer in TRL order, `.to("cuda")`, torch.cuda) end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ..conftest import NEUTRAL_CWD, REPO_ROOT
+
+SCRIPT = REPO_ROOT / "examples" / "mlx_notebook.py"
+
+
+def _run_notebook(model_dir: Path, output_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "UNSLOTH_MLX": "1"}
+    command = [sys.executable, str(SCRIPT), "--model-dir", str(model_dir), "--output-dir", str(output_dir), *extra]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, cwd=NEUTRAL_CWD)
+
+
+def test_notebook_trains_the_tiny_model_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
+    result = _run_notebook(tiny_model_dir, tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["global_step"] == 30
+    assert summary["last_loss"] < summary["first_loss"] - 1.0
+    assert summary["total_bytes"] == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 0 < summary["free_bytes"] <= summary["total_bytes"]
+    assert (tmp_path / "run" / "lora_model" / "adapters.safetensors").is_file()
+    assert Path(summary["gguf"]).is_file()
+    # One warning, naming only bf16 (is_bfloat16_supported() is True here); the context clamp is a message.
+    assert result.stderr.count("RuntimeWarning") == 1 and "SFTConfig: bf16 has no effect on MLX" in result.stderr
+    assert "max_seq_length=2048 is longer than the model's maximum of 512 positions" in result.stderr
+
+
+def test_notebook_with_peft_config_stops_at_construction(tiny_model_dir: Path, tmp_path: Path) -> None:
+    result = _run_notebook(tiny_model_dir, tmp_path / "peft", "--peft-config")
+    assert result.returncode != 0
+    assert "NotImplementedError: UnslothTrainer on MLX does not support peft_config" in result.stderr
+    assert "FastLanguageModel.get_peft_model" in result.stderr
+    assert "seconds used for training" not in result.stdout and not (tmp_path / "peft").exists()

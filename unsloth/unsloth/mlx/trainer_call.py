@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Read an `UnslothTrainer(...)` call written either way: the MLX order or TRL's `SFTTrainer` order.
+
+The MLX order is `(model, tokenizer, train_dataset, eval_dataset)`; TRL's is `(model, args, data_collator,
+train_dataset, eval_dataset, processing_class, ...)`. The second positional tells them apart: training arguments
+mean TRL's order, anything else is a tokenizer. Keywords TRL accepts but MLX cannot honour are refused here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+from unsloth_zoo.mlx.config import MLXTrainingConfig
+
+from .arguments import KNOWN_KEYWORDS
+
+MLX_ORDER = ("tokenizer", "train_dataset", "eval_dataset")
+TRL_ORDER = ("args", "data_collator", "train_dataset", "eval_dataset", "processing_class")
+OWN_KEYWORDS = frozenset({*MLX_ORDER, *TRL_ORDER, "formatting_func", "callbacks"})
+
+# Each TRL keyword the MLX trainer cannot honour, and what to do instead; None (or all-None pairs) means unused.
+REFUSED_KEYWORDS: Dict[str, str] = {
+    "peft_config": "put LoRA on the model with FastLanguageModel.get_peft_model(model, ...) before the trainer",
+    "compute_metrics": "the MLX trainer reports eval_loss and eval_perplexity only",
+    "compute_loss_func": "the MLX trainer uses its next-token loss (train_on_responses_only masks it)",
+    "optimizers": "choose the optimizer with optim= and lr_scheduler_type= in the arguments",
+    "optimizer_cls_and_kwargs": "choose the optimizer with optim= in the arguments",
+    "preprocess_logits_for_metrics": "the MLX trainer computes no metrics from logits",
+    "model_init": "pass the model itself",
+    "quantization_config": "load the model with FastLanguageModel.from_pretrained instead",
+}
+
+
+class TrainerCall(NamedTuple):
+    tokenizer: Any
+    args: Any
+    train_dataset: Any
+    eval_dataset: Any
+    data_collator: Any
+    formatting_func: Any
+    callbacks: Optional[List[Any]]
+    config_keywords: Dict[str, Any]
+
+
+def is_training_arguments(value: Any) -> bool:
+    """Our config, a dict of keywords, or a dataclass carrying `output_dir` (Hugging Face's or TRL's arguments)."""
+    if isinstance(value, (MLXTrainingConfig, Mapping)):
+        return True
+    return dataclasses.is_dataclass(value) and not isinstance(value, type) and hasattr(value, "output_dir")
+
+
+def _positional_names(positionals: Tuple[Any, ...]) -> Tuple[str, ...]:
+    if not positionals:
+        return ()
+    second = positionals[0]
+    if second is None and len(positionals) > 1:
+        raise TypeError(
+            "UnslothTrainer(model, None, ...) is ambiguous between the MLX and TRL orders; pass the rest by keyword"
+        )
+    order = TRL_ORDER if second is None or is_training_arguments(second) else MLX_ORDER
+    if len(positionals) > len(order):
+        raise TypeError(
+            f"UnslothTrainer takes at most {len(order) + 1} positional arguments in the "
+            f"{'TRL' if order is TRL_ORDER else 'MLX'} order (model, {', '.join(order)}); pass the rest by keyword"
+        )
+    return order[: len(positionals)]
+
+
+def _unused(value: Any) -> bool:
+    """None, or TRL's `optimizers=(None, None)` default."""
+    return value is None or (isinstance(value, (tuple, list)) and all(item is None for item in value))
+
+
+def _refuse(keywords: Dict[str, Any]) -> None:
+    refused = [name for name in REFUSED_KEYWORDS if name in keywords and not _unused(keywords[name])]
+    if refused:
+        hints = "; ".join(f"{name}: {REFUSED_KEYWORDS[name]}" for name in refused)
+        raise NotImplementedError(f"UnslothTrainer on MLX does not support {', '.join(refused)} ({hints})")
+
+
+def read_trainer_call(positionals: Tuple[Any, ...], keywords: Dict[str, Any]) -> TrainerCall:
+    """Sort the call's values by meaning; TypeError for a malformed call, NotImplementedError for what MLX can't run."""
+    named = dict(zip(_positional_names(positionals), positionals))
+    clashes = sorted(set(named) & set(keywords))
+    if clashes:
+        raise TypeError(f"UnslothTrainer got multiple values for {', '.join(clashes)}")
+    named.update(keywords)
+    unknown = sorted(set(named) - OWN_KEYWORDS - set(REFUSED_KEYWORDS) - KNOWN_KEYWORDS)
+    if unknown:
+        raise TypeError(f"UnslothTrainer got unexpected keyword argument(s): {', '.join(unknown)}")
+    _refuse(named)
+    if named.get("train_dataset") is None:
+        raise ValueError("UnslothTrainer needs a train_dataset")
+    tokenizer = named.get("tokenizer")
+    return TrainerCall(
+        tokenizer=tokenizer if tokenizer is not None else named.get("processing_class"),
+        args=named.get("args"),
+        train_dataset=named["train_dataset"],
+        eval_dataset=named.get("eval_dataset"),
+        data_collator=named.get("data_collator"),
+        formatting_func=named.get("formatting_func"),
+        callbacks=named.get("callbacks"),
+        config_keywords={
+            name: value for name, value in named.items() if name not in OWN_KEYWORDS and name not in REFUSED_KEYWORDS
+        },
+    )
