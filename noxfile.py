@@ -10,11 +10,12 @@ import nox
 nox.needs_version = ">=2024.3.2"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "drift", "matrix", "datasets", "mlx"]
+nox.options.sessions = ["tests", "drift", "matrix", "datasets", "mlx", "mlx_trl", "mlx_torch"]
 
 ROOT = Path(__file__).parent
 DATASETS_VERSIONS = json.loads((ROOT / "shared" / "datasets_versions.json").read_text())["versions"]
 RUNTIME_DEPS = ["datasets", "tokenizers", "psutil"]
+MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "pytest"]
 
 
 @nox.session
@@ -54,9 +55,30 @@ def datasets(session: nox.Session, datasets_version: str) -> None:
 
 @nox.session
 def mlx(session: nox.Session) -> None:
-    """Train tiny models on the MLX backend (mlx[cpu] on Linux), with transformers installed and torch absent."""
-    _install_packages(session, *RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "pytest")
-    session.run("pytest", "tests/mlx_backend", *session.posargs)
+    """Train tiny models on the MLX backend and its public API (mlx[cpu] on Linux), torch and trl absent."""
+    _install_packages(session, *MLX_DEPS)
+    session.run(
+        "pytest", "tests/mlx_backend", "tests/mlx_api", "--ignore=tests/mlx_api/with_torch", "--expect-trl=absent",
+        *session.posargs,
+    )
+
+
+@nox.session
+def mlx_trl(session: nox.Session) -> None:
+    """The TRL shim with trl installed without its dependencies (torch stays absent)."""
+    _install_packages(session, *MLX_DEPS)
+    session.install("--no-deps", "trl")
+    session.run(
+        "pytest", "tests/mlx_api/test_trl_shim.py", "tests/mlx_api/test_exports.py", "--expect-trl=installed",
+        *session.posargs,
+    )
+
+
+@nox.session
+def mlx_torch(session: nox.Session) -> None:
+    """CUDA shims, CUDA Unsloth's batch order and the notebook script, with the CPU torch."""
+    _install_packages(session, *MLX_DEPS, "torch==2.13.0")
+    session.run("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs)
 
 
 @nox.session(default=False)
@@ -76,7 +98,7 @@ def bench(session: nox.Session) -> None:
 @nox.session(default=False)
 def bench_mlx(session: nox.Session) -> None:
     """Tokens per second of the MLX trainer against mlx_lm's own LoRA trainer on the same tiny model."""
-    _install_packages(session, *RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers")
+    _install_packages(session, *MLX_DEPS)
     session.run("python", "tools/bench_mlx.py", *session.posargs)
 
 

@@ -47,12 +47,12 @@ def test_gate_off_leaves_unsloth_as_it_was() -> None:
     found = run_python(
         "import json, sys\n"
         "import unsloth, unsloth.chat_templates as ct\n"
-        "routed = hasattr(ct.train_on_responses_only, '__unsloth_mlx_routed__')\n"
-        "print(json.dumps({'on': unsloth._ON_MLX, 'mlx_loaded': 'mlx' in sys.modules, 'routed': routed,\n"
-        "    'has_trainer': hasattr(unsloth, 'UnslothTrainer'), 'has_template': hasattr(ct, 'get_chat_template')}))\n",
+        "ct._is_mlx_trainer(object())\n"
+        "print(json.dumps({'on': unsloth._ON_MLX, 'mlx_loaded': 'mlx' in sys.modules,\n"
+        "    'has_trainer': hasattr(unsloth, 'UnslothTrainer')}))\n",
         gate="0",
     )
-    assert found == {"on": False, "mlx_loaded": False, "has_trainer": False, "routed": False, "has_template": False}
+    assert found == {"on": False, "mlx_loaded": False, "has_trainer": False}
 
 
 def test_memory_helpers_count_exact_bytes() -> None:

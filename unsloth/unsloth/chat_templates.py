@@ -1,9 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`train_on_responses_only`: the zoo's label masking, with `num_proc` written so serial never becomes auto."""
+"""`train_on_responses_only` and `get_chat_template`.
+
+A `datasets`-backed trainer gets the zoo's label masking, with `num_proc` written so serial never becomes
+auto; a trainer built by the MLX backend gets the MLX masking instead.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Optional
 
 import unsloth_num_proc
@@ -22,6 +27,19 @@ def responses_only_num_proc(trainer: Any, num_proc: Any) -> Optional[int]:
     return policy.resolve_responses_only_num_proc(trainer, num_proc)
 
 
+def _is_mlx_trainer(trainer: Any) -> bool:
+    # Only an already-imported backend can have built this trainer, so mlx is never imported to find out.
+    backend = sys.modules.get("unsloth_zoo.mlx.trainer")
+    return backend is not None and isinstance(trainer, backend.MLXTrainer)
+
+
+def get_chat_template(tokenizer: Any, *args: Any, **kwargs: Any) -> Any:
+    """Give `tokenizer` one of the common chat formats (chatml, zephyr, llama-3) as its chat template."""
+    from .mlx.chat_templates import get_chat_template as apply_chat_format
+
+    return apply_chat_format(tokenizer, *args, **kwargs)
+
+
 def train_on_responses_only(
     trainer: Any,
     instruction_part: Optional[str] = None,
@@ -29,6 +47,10 @@ def train_on_responses_only(
     num_proc: Any = None,
 ) -> Any:
     """Mask every split's labels to the assistant's responses; num_proc None auto-sizes, 0/1 stays in-process."""
+    if _is_mlx_trainer(trainer):
+        from .mlx.responses_only import train_on_responses_only as mlx_train_on_responses_only
+
+        return mlx_train_on_responses_only(trainer, instruction_part, response_part, num_proc=num_proc)
     from unsloth_zoo.dataset_utils import train_on_responses_only as zoo_train_on_responses_only
 
     return zoo_train_on_responses_only(

@@ -3,8 +3,7 @@
 """Switch `unsloth` onto the MLX backend when the zoo's gate says so, without importing torch, trl or transformers.
 
 Only import hooks are registered here: `torch` gets its CUDA shims, `transformers`' `BatchEncoding` its `.to("cuda")`
-no-op, and `trl` its SFT patch (or a stand-in when absent), each when the program itself first imports it;
-`unsloth.chat_templates` gets the MLX chat templates and a `train_on_responses_only` that routes MLX trainers.
+no-op, and `trl` its SFT patch (or a stand-in when absent), each when the program itself first imports it.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import importlib
 from types import ModuleType
 
 from .import_hooks import import_hooks
-from .routing import route_chat_templates
 
 TOKENIZATION_MODULE = "transformers.tokenization_utils_base"
 
@@ -57,5 +55,4 @@ def activate() -> bool:
     if not mlx_backend_enabled():
         return False
     install_shims()
-    route_chat_templates()
     return True
