@@ -32,8 +32,12 @@ def test_summary_finds_the_oracle_and_scores_the_policy():
 def test_sweep_doubles_up_to_twice_the_usable_cpus():
     class Policy:
         @staticmethod
-        def get_dataset_num_proc(rows=None):
+        def get_dataset_num_proc(rows=None, closure_bytes=None):
             return None
+
+        @staticmethod
+        def pickled_size(function):
+            return 0
 
     candidates = bench.candidates_for(bench.WORKLOADS["a"], Policy, usable_cpus=6)
     assert [value for label, value in candidates.items() if label.startswith("sweep")] == [2, 4, 8]

@@ -204,7 +204,10 @@ MUTANTS = [
     ),
     pytest.param("        count = requested\n", "        count = requested + 0.0\n", "typed", id="float-count"),
     pytest.param("    steps = []", "    steps = [Step(None, repr(os.urandom(8)))]", "deterministic", id="random-record"),
-    pytest.param("rows=rows).value", "rows=rows).value or 1", "record_matches_value", id="get-disagrees-with-record"),
+    pytest.param(
+        "closure_bytes=closure_bytes).value", "closure_bytes=closure_bytes).value or 1", "record_matches_value",
+        id="get-disagrees-with-record",
+    ),
     pytest.param(
         "return max(int(math.floor(value)), 1), source, tuple(readings)",
         "return max(int(math.floor(value)), 1) + 1, source, tuple(readings)",

@@ -707,3 +707,32 @@ def test_never_more_workers_than_rows(host, desired, rows, expected):
     # datasets lowers num_proc to the row count, so 4 workers for 1 row would become a Pool(1).
     host(cpu_count=64, available_memory_gb=512)
     assert policy.get_dataset_num_proc(desired, rows=rows) == expected
+
+
+# The mapped closure's weight (auto only) ---------------------------------------------------------
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize(
+    "rows, closure_bytes, expected",
+    [
+        (8000, 7 * MIB, None),  # 2,500 + 7 x 2,500 = 20,000 rows per worker: 8,000 rows stay in-process
+        (8000, MIB // 8, 2),  # 2,500 + 312 = 2,812 rows per worker: 8000 // 2812 = 2
+        (80000, 7 * MIB, 4),  # 80,000 // 20,000 = 4
+        (80000, None, 8),  # weight unknown: rows alone, 80,000 // 2,500 = 32, capped at 8
+    ],
+)
+def test_heavy_closures_need_more_rows_per_worker(host, rows, closure_bytes, expected):
+    host(cpu_count=64, available_memory_gb=512)
+    assert policy.get_dataset_num_proc(rows=rows, closure_bytes=closure_bytes) == expected
+
+
+def test_closure_weight_never_bounds_an_explicit_request(host):
+    host(cpu_count=64, available_memory_gb=512)
+    assert policy.get_dataset_num_proc(4, rows=8000, closure_bytes=50 * MIB) == 4
+
+
+def test_pickled_size_measures_and_survives_the_unpicklable():
+    assert policy.pickled_size(b"x" * 1000) >= 1000
+    assert policy.pickled_size(lambda row: row) is None  # plain pickle cannot take a lambda

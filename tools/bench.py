@@ -28,12 +28,21 @@ def old_heuristic() -> int:
     return min(max((os.cpu_count() or 1) + 4, 2), 64)
 
 
+def closure_bytes(workload, policy) -> Optional[int]:
+    """The pickled size of the workload's mapped closure, as the zoo's map sites measure it."""
+    from tools import tokenizer_kit
+    from tools.bench_run import TokenizeRows
+
+    tokenizer = tokenizer_kit.build_heavy_tokenizer() if workload.heavy_tokenizer else tokenizer_kit.build_tokenizer()
+    return policy.pickled_size(TokenizeRows(tokenizer))
+
+
 def candidates_for(workload, policy, usable_cpus: int) -> dict:
     """Label -> num_proc for one workload; the sweep doubles from 2 up to twice the usable CPUs."""
     candidates = {
         "in-process (None)": None,
         "num_proc=1": 1,
-        "policy": policy.get_dataset_num_proc(rows=workload.rows),
+        "policy": policy.get_dataset_num_proc(rows=workload.rows, closure_bytes=closure_bytes(workload, policy)),
         "old heuristic": old_heuristic(),
     }
     count = 2

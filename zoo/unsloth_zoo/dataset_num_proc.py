@@ -20,6 +20,7 @@ import logging
 import math
 import numbers
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -27,6 +28,7 @@ from typing import Any, Iterator, Optional, Sequence, TextIO, Tuple
 
 __all__ = [
     "AUTO_MIN_ROWS_PER_WORKER",
+    "AUTO_ROWS_PER_CLOSURE_MIB",
     "AUTO_NUM_PROC_CAP",
     "CGROUP_ROOT",
     "MEMORY_BUDGET_FRACTION",
@@ -44,6 +46,7 @@ __all__ = [
     "get_dataset_num_proc",
     "map_failure_diagnostics",
     "multiprocessing_start_method",
+    "pickled_size",
     "reset_warning_state",
     "resolve_responses_only_num_proc",
 ]
@@ -53,8 +56,10 @@ AUTO_NUM_PROC_CAP = 8
 WORKER_MEMORY_BUDGET_GB = 1.0
 MEMORY_BUDGET_FRACTION = 0.5
 ZOO_MIN_ROWS_FOR_MULTIPROC = 5000
-# Auto-sizing gives each worker at least this many rows; below it starting a worker costs more than it saves.
+# Auto-sizing gives each worker at least this many rows, plus this many per MiB of pickled closure each worker
+# must unpickle; below that a worker costs more than it saves (measured with `nox -s bench`).
 AUTO_MIN_ROWS_PER_WORKER = 2500
+AUTO_ROWS_PER_CLOSURE_MIB = 2500
 CGROUP_ROOT = "/sys/fs/cgroup"
 PROC_SELF_CGROUP = "/proc/self/cgroup"
 PROC_MEMINFO = "/proc/meminfo"
@@ -129,6 +134,7 @@ class NumProcDecision:
     requested: str
     request_kind: str
     rows: Optional[int]
+    closure_bytes: Optional[int]
     decided_by: str
     host: HostFacts
     steps: Tuple[Step, ...]
@@ -144,6 +150,7 @@ class NumProcDecision:
             ("layer", self.layer),
             ("requested", f"{self.requested} ({self.request_kind})"),
             ("rows", "unknown" if self.rows is None else str(self.rows)),
+            ("closure", "unknown" if self.closure_bytes is None else f"{self.closure_bytes / 2**20:.2f} MiB pickled"),
             ("decided by", self.decided_by),
             ("platform", host.platform),
             ("start method", f"{host.start_method or 'unknown'} (from {host.start_method_source})"),
@@ -564,11 +571,16 @@ def _encode(count: Optional[int], serial_as_none: bool, workers_usable: bool) ->
 
 
 def explain_dataset_num_proc(
-    desired: Any = None, *, serial_as_none: bool = True, rows: Optional[int] = None
+    desired: Any = None,
+    *,
+    serial_as_none: bool = True,
+    rows: Optional[int] = None,
+    closure_bytes: Optional[int] = None,
 ) -> NumProcDecision:
     """Decide the worker count and return the full record of how it was decided.
 
-    `rows`, when the caller knows it, lets auto-sizing keep small datasets in-process.
+    `rows` and `closure_bytes` (the mapped function's pickled size), when the map site knows them, let
+    auto-sizing keep small maps and heavy closures in-process.
     """
     layer = MAP_LAYER if serial_as_none else CONFIG_LAYER
     host = _probe_host()
@@ -581,6 +593,7 @@ def explain_dataset_num_proc(
             requested=repr(desired),
             request_kind=request_kind,
             rows=rows if isinstance(rows, int) else None,
+            closure_bytes=closure_bytes if isinstance(closure_bytes, int) else None,
             decided_by=decided_by,
             host=host,
             steps=tuple(steps),
@@ -619,9 +632,12 @@ def explain_dataset_num_proc(
             return decide(None, request_kind, "auto")
         count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)
         steps.append(Step(count, f"half of {cpus} usable CPUs, at least 2, capped at {AUTO_NUM_PROC_CAP}"))
-        if _is_row_count(rows) and rows // AUTO_MIN_ROWS_PER_WORKER < count:
-            count = int(rows) // AUTO_MIN_ROWS_PER_WORKER
-            reason = f"{rows} rows give {AUTO_MIN_ROWS_PER_WORKER} rows to at most {count} workers"
+        rows_per_worker = AUTO_MIN_ROWS_PER_WORKER
+        if _is_row_count(closure_bytes):
+            rows_per_worker += int(AUTO_ROWS_PER_CLOSURE_MIB * closure_bytes / 2**20)
+        if _is_row_count(rows) and rows // rows_per_worker < count:
+            count = int(rows) // rows_per_worker
+            reason = f"{rows} rows give {rows_per_worker} rows to at most {count} workers"
             if count < 2:
                 steps.append(Step(None, reason))
                 return decide(None, request_kind, "rows")
@@ -668,9 +684,23 @@ def explain_dataset_num_proc(
     return decide(count, request_kind, "auto" if request_kind == "auto" else "request")
 
 
-def get_dataset_num_proc(desired: Any = None, *, serial_as_none: bool = True, rows: Optional[int] = None) -> Optional[int]:
+def get_dataset_num_proc(
+    desired: Any = None,
+    *,
+    serial_as_none: bool = True,
+    rows: Optional[int] = None,
+    closure_bytes: Optional[int] = None,
+) -> Optional[int]:
     """The `num_proc` to use: a worker count >= 2, or the layer's in-process value (None at map(), 1 in a config)."""
-    return explain_dataset_num_proc(desired, serial_as_none=serial_as_none, rows=rows).value
+    return explain_dataset_num_proc(desired, serial_as_none=serial_as_none, rows=rows, closure_bytes=closure_bytes).value
+
+
+def pickled_size(function: Any) -> Optional[int]:
+    """Bytes of `function` pickled, as each worker receives it; None when plain pickle cannot take it."""
+    try:
+        return len(pickle.dumps(function, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        return None
 
 
 # --------------------------------------------------------------------------- train_on_responses_only
@@ -840,11 +870,14 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     )
     parser.add_argument("--num-proc", type=int, default=None, help="the count a caller would request (default: auto)")
     parser.add_argument("--rows", type=int, default=None, help="rows the map will process, when known")
+    parser.add_argument("--closure-bytes", type=int, default=None, help="pickled size of the mapped function, when known")
     parser.add_argument("--config-layer", action="store_true", help="encode in-process as a config does (1, not None)")
     parser.add_argument("--json", action="store_true", help="print the decision record as JSON")
     args = parser.parse_args(argv)
     out = stdout if stdout is not None else sys.stdout
-    decision = explain_dataset_num_proc(args.num_proc, serial_as_none=not args.config_layer, rows=args.rows)
+    decision = explain_dataset_num_proc(
+        args.num_proc, serial_as_none=not args.config_layer, rows=args.rows, closure_bytes=args.closure_bytes
+    )
     if args.json:
         out.write(json.dumps(decision.as_dict(), indent=2) + "\n")
     else:

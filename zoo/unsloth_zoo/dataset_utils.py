@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from .dataset_num_proc import ZOO_MIN_ROWS_FOR_MULTIPROC, _classify_request, get_dataset_num_proc, map_failure_diagnostics
+from .dataset_num_proc import (
+    ZOO_MIN_ROWS_FOR_MULTIPROC,
+    _classify_request,
+    get_dataset_num_proc,
+    map_failure_diagnostics,
+    pickled_size,
+)
 
 __all__ = ["encode_texts", "sft_prepare_dataset", "train_on_responses_only"]
 
@@ -71,7 +77,7 @@ def sft_prepare_dataset(
     columns = list(dataset.column_names or []) if hasattr(dataset, "column_names") else None
     if _is_streaming(dataset):
         return dataset.map(tokenize, batched=True, batch_size=batch_size, remove_columns=columns)
-    num_proc = get_dataset_num_proc(getattr(args, "dataset_num_proc", None), rows=len(dataset))
+    num_proc = _map_num_proc(getattr(args, "dataset_num_proc", None), len(dataset), tokenize)
     with map_failure_diagnostics(num_proc):
         return dataset.map(
             tokenize,
@@ -81,6 +87,12 @@ def sft_prepare_dataset(
             remove_columns=columns,
             desc=desc,
         )
+
+
+def _map_num_proc(request: Any, rows: int, function: Callable) -> Optional[int]:
+    """The map-site count; auto-sizing also weighs the closure every worker must unpickle."""
+    auto = _classify_request(request)[0] == "auto"
+    return get_dataset_num_proc(request, rows=rows, closure_bytes=pickled_size(function) if auto else None)
 
 
 def _find(sequence: list, pattern: list, start: int) -> int:
@@ -120,18 +132,18 @@ class _MaskToResponses:
         return {"labels": all_labels}
 
 
-def _split_num_proc(split: Any, num_proc: Any) -> Optional[int]:
+def _split_num_proc(split: Any, num_proc: Any, mask: "_MaskToResponses") -> Optional[int]:
     """Auto keeps a split under ZOO_MIN_ROWS_FOR_MULTIPROC rows in-process; an explicit count is memory-bounded."""
     kind, _ = _classify_request(num_proc)
     if kind == "auto" and len(split) < ZOO_MIN_ROWS_FOR_MULTIPROC:
         return None
-    return get_dataset_num_proc(num_proc, rows=len(split))
+    return _map_num_proc(num_proc, len(split), mask)
 
 
 def _mask_split(split: Any, mask: _MaskToResponses, num_proc: Any) -> Any:
     if _is_streaming(split):
         return split.map(mask, batched=True)
-    workers = _split_num_proc(split, num_proc)
+    workers = _split_num_proc(split, num_proc, mask)
     with map_failure_diagnostics(workers):
         return split.map(mask, batched=True, num_proc=workers, desc="Masking everything but responses")
 
