@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not _possible, reason=f"cannot create a memory c
 
 def _run_in_cgroup(handle, mode: str) -> dict:
     env = {key: value for key, value in os.environ.items() if key != "UNSLOTH_DATASET_NUM_PROC"}
-    result = handle.run([sys.executable, str(WORKLOAD), mode], capture_output=True, text=True, timeout=240, env=env)
+    result = handle.run([sys.executable, str(WORKLOAD), mode], capture_output=True, text=True, timeout=180, env=env)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     assert lines, f"workload printed no result (exit {result.returncode}): {result.stderr[-2000:]}"
     return json.loads(lines[-1])

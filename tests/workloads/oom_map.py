@@ -4,6 +4,7 @@
 cgroup this process sits in) and prints one JSON line: the num_proc used and how the map ended.
 """
 
+import faulthandler
 import json
 import os
 import sys
@@ -17,6 +18,8 @@ from tokenizers.pre_tokenizers import Whitespace
 from unsloth_zoo.dataset_num_proc import explain_dataset_num_proc, map_failure_diagnostics
 
 BLOCK_BYTES = 120 << 20
+PARENT_PID = os.getpid()
+HANG_SECONDS = 90
 ROWS = 600
 WORDS = ["the", "policy", "decides", "how", "many", "workers", "here"]
 
@@ -24,7 +27,16 @@ tokenizer = Tokenizer(WordLevel(vocab={word: i for i, word in enumerate(WORDS)},
 tokenizer.pre_tokenizer = Whitespace()
 
 
+def _prefer_me_when_out_of_memory():
+    # A worker killed while idle holds the pool's queue lock, and Pool.terminate() then waits on it forever;
+    # steering the OOM killer to the busy, large workers keeps the run about what it tests.
+    if os.getpid() != PARENT_PID:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+
+
 def tokenize(batch):
+    _prefer_me_when_out_of_memory()
     block = b"\xff" * BLOCK_BYTES  # touched pages, charged to the cgroup
     ids = [encoding.ids for encoding in tokenizer.encode_batch(batch["text"])]
     time.sleep(0.5)
@@ -32,6 +44,7 @@ def tokenize(batch):
 
 
 def main(mode):
+    faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)  # a hang prints every thread's stack, then exits
     datasets.disable_caching()
     datasets.disable_progress_bars()
     dataset = datasets.Dataset.from_dict({"text": [" ".join(WORDS[: 1 + i % 7]) for i in range(ROWS)]})
