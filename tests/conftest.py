@@ -20,3 +20,21 @@ def _fresh_warning_memo():
     dataset_num_proc.reset_warning_state()
     yield
     dataset_num_proc.reset_warning_state()
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The real fast BPE tokenizer trained on the shipped corpus (cached under build/)."""
+    from tools.tokenizer_kit import build_tokenizer
+
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def maps_really_run():
+    """datasets' cache off for a module, so every map really runs instead of answering from an earlier run."""
+    import datasets
+
+    datasets.disable_caching()
+    yield
+    datasets.enable_caching()

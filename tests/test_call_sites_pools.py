@@ -14,7 +14,6 @@ import unsloth_num_proc
 from tools.fake_host import POLICY_ENV_VARS
 from tools.pool_spy import spy_pools
 from tools.sft_data import build_preference_rows, build_sft_rows, build_stepwise_rows, build_unpaired_rows
-from tools.tokenizer_kit import build_tokenizer
 from unsloth import chat_templates
 from unsloth.trainers import DATASET_NUM_PROC_LAYER, make_config, prepare_dataset
 from unsloth_zoo import dataset_utils
@@ -36,18 +35,9 @@ CALL_SITES = ["zoo.sft_prepare_dataset", "zoo.train_on_responses_only", "unsloth
 ]
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return build_tokenizer()
-
-
 @pytest.fixture(scope="module", autouse=True)
-def _maps_really_run():
-    import datasets
-
-    datasets.disable_caching()
+def _maps_really_run(maps_really_run):
     yield
-    datasets.enable_caching()
 
 
 @pytest.fixture(autouse=True)

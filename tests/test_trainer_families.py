@@ -30,7 +30,6 @@ from tools.sft_data import (
     build_stepwise_rows,
     build_unpaired_rows,
 )
-from tools.tokenizer_kit import build_tokenizer
 from unsloth import chat_templates
 from unsloth.trainers import (
     CONFIG_LAYER,
@@ -56,18 +55,9 @@ ROWS = 40
 # ---- fixtures ----
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return build_tokenizer()
-
-
 @pytest.fixture(scope="module", autouse=True)
-def _maps_really_run():
-    import datasets
-
-    datasets.disable_caching()
+def _maps_really_run(maps_really_run):
     yield
-    datasets.enable_caching()
 
 
 @pytest.fixture
