@@ -10,7 +10,7 @@ import nox
 nox.needs_version = ">=2024.3.2"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "drift", "matrix", "datasets", "mlx", "mlx_trl", "mlx_torch"]
+nox.options.sessions = ["tests", "drift", "matrix", "datasets", "mlx", "mlx_trl", "mlx_torch", "trl"]
 
 ROOT = Path(__file__).parent
 DATASETS_VERSIONS = json.loads((ROOT / "shared" / "datasets_versions.json").read_text())["versions"]
@@ -22,7 +22,9 @@ MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "pytest"]
 def tests(session: nox.Session) -> None:
     """Run the whole pytest suite against both packages."""
     _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst", "jinja2")
-    session.run("pytest", "--ignore=tests/mlx_backend", "--ignore=tests/mlx_api", *session.posargs)
+    session.run(
+        "pytest", "--ignore=tests/mlx_backend", "--ignore=tests/mlx_api", "--ignore=tests/trl_real", *session.posargs
+    )
 
 
 @nox.session
@@ -79,6 +81,13 @@ def mlx_torch(session: nox.Session) -> None:
     """CUDA shims, CUDA Unsloth's batch order and the notebook script, with the CPU torch."""
     _install_packages(session, *MLX_DEPS, "torch==2.13.0")
     session.run("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs)
+
+
+@nox.session
+def trl(session: nox.Session) -> None:
+    """The real TRL trainers built through unsloth on a tiny llama (CPU torch): pools spied, then 2 steps each."""
+    _install_packages(session, *RUNTIME_DEPS, "trl", "transformers", "torch==2.13.0", "pytest")
+    session.run("pytest", "tests/trl_real", *session.posargs)
 
 
 @nox.session(default=False)

@@ -74,3 +74,39 @@ def _load_fallback_off_disk() -> ModuleType:
             del sys.modules[OFF_DISK_MODULE_NAME]
             raise
         return module
+
+
+# ---- auto intent: a config resolves `dataset_num_proc` when built, so it records whether that was auto ----
+
+# The zoo's `unsloth_zoo.num_proc_intent` reads the same attribute; a test keeps the two names equal.
+INTENT_ATTRIBUTE = "unsloth_dataset_num_proc_intent"
+# The request a map site passes for "in-process" when the config's resolved value was explicit serial.
+IN_PROCESS_REQUEST = 1
+
+
+def is_auto_request(request: object) -> bool:
+    """Whether the policy auto-sizes `request` (None, bools, floats, strings): anything but an int."""
+    return not isinstance(request, int) or isinstance(request, bool)
+
+
+def record_intent(config: object, requested: object) -> None:
+    """Remember on `config` whether `requested` was auto, next to the value it resolved to."""
+    try:
+        setattr(config, INTENT_ATTRIBUTE, (is_auto_request(requested), getattr(config, "dataset_num_proc", None)))
+    except Exception:  # a frozen or slotted config simply keeps its resolved value
+        pass
+
+
+def map_request(config: object) -> object:
+    """What a map site asks the policy for this config: None for auto, else the explicit count (1 = in-process).
+
+    A value the user assigned after the config was built is read as a fresh request.
+    """
+    value = getattr(config, "dataset_num_proc", None)
+    intent = getattr(config, INTENT_ATTRIBUTE, None)
+    if not (isinstance(intent, tuple) and len(intent) == 2 and intent[1] == value):
+        return value
+    was_auto, resolved = intent
+    if was_auto:
+        return None
+    return IN_PROCESS_REQUEST if resolved is None else resolved

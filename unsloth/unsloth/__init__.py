@@ -26,6 +26,15 @@ except Exception as _error:
     _ON_MLX = False
     _warnings.warn(f"unsloth could not switch to the MLX backend: {_error!r}", RuntimeWarning, stacklevel=2)
 
+# Off MLX, an installed trl gets its dataset maps sized by the policy, patched when the program imports it.
+if not _ON_MLX:
+    try:
+        from .trl_patch import install as _install_trl_patch
+
+        _install_trl_patch()
+    except Exception as _error:
+        _warnings.warn(f"unsloth could not watch for trl: {_error!r}", RuntimeWarning, stacklevel=2)
+
 _MLX_EXPORTS = {
     "FastLanguageModel": "unsloth.mlx",
     "UnslothTrainer": "unsloth.mlx",

@@ -1,8 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Trainer-family configs and dataset preparation, each map sized by the dataset worker-count policy."""
+"""Trainer configs and dataset preparation, each map sized by the dataset worker-count policy.
 
-from .configs import CPOConfig, DatasetConfig, DPOConfig, KTOConfig, ORPOConfig, PRMConfig, RewardConfig, SFTConfig
+`SFTConfig`, `DPOConfig`, `KTOConfig` and `RewardConfig` are TRL's own classes (patched by `unsloth.trl_patch`
+so `dataset_num_proc` goes through the policy), loaded on first use; without `trl` they raise an ImportError
+naming `pip install trl`. `SFTDatasetConfig` and friends are unsloth's torch-free dataset-preparation configs.
+"""
+
+import importlib as _importlib
+
+from .configs import (
+    CPODatasetConfig,
+    DatasetConfig,
+    DPODatasetConfig,
+    KTODatasetConfig,
+    ORPODatasetConfig,
+    PRMDatasetConfig,
+    RewardDatasetConfig,
+    SFTDatasetConfig,
+)
 from .encodings import CONFIG_LAYER, DATASET_NUM_PROC_LAYER, MAP_LAYER
 from .preference import prepare_paired_preference_dataset
 from .registry import TRAINER_FAMILIES, make_config, prepare_dataset
@@ -11,20 +27,24 @@ from .sft import prepare_sft_dataset
 from .stepwise import IGNORE_INDEX, prepare_stepwise_dataset
 from .unpaired import prepare_unpaired_dataset
 
+# The TRL config each name is; trl 1.16 no longer ships CPO, ORPO or PRM at its top level.
+TRL_CONFIGS = ("SFTConfig", "DPOConfig", "KTOConfig", "RewardConfig")
+
 __all__ = [
     "CONFIG_LAYER",
-    "CPOConfig",
+    "CPODatasetConfig",
     "DATASET_NUM_PROC_LAYER",
-    "DPOConfig",
+    "DPODatasetConfig",
     "DatasetConfig",
     "IGNORE_INDEX",
-    "KTOConfig",
+    "KTODatasetConfig",
     "MAP_LAYER",
-    "ORPOConfig",
-    "PRMConfig",
-    "RewardConfig",
-    "SFTConfig",
+    "ORPODatasetConfig",
+    "PRMDatasetConfig",
+    "RewardDatasetConfig",
+    "SFTDatasetConfig",
     "TRAINER_FAMILIES",
+    "TRL_CONFIGS",
     "make_config",
     "prepare_dataset",
     "prepare_paired_preference_dataset",
@@ -33,3 +53,22 @@ __all__ = [
     "prepare_stepwise_dataset",
     "prepare_unpaired_dataset",
 ]
+
+
+def __getattr__(name: str):
+    if name not in TRL_CONFIGS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        trl = _importlib.import_module("trl")
+    except ImportError as error:
+        raise ImportError(
+            f"unsloth.trainers.{name} is TRL's {name}, and trl is not installed: pip install trl "
+            f"(unsloth's own torch-free config is unsloth.trainers.{name[:-len('Config')]}DatasetConfig)",
+            name=name,
+        ) from error
+    from ..trl_patch import patch_trl
+
+    patch_trl(trl)
+    value = getattr(trl, name)
+    globals()[name] = value
+    return value

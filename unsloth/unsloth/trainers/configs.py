@@ -1,16 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Dataset-preparation configs of the trainer families; each resolves `dataset_num_proc` when built.
+"""The torch-free dataset-preparation configs of unsloth's own trainer families (`SFTDatasetConfig`, ...).
 
+They are not TRL's configs: `unsloth.trainers.SFTConfig` and friends are TRL's own (patched), see `__init__`.
 `dataset_num_proc` is the user's request when passed (None = auto-size, 0 or 1 = in-process,
 n = n workers) and the policy's answer, in the encoding `encodings.DATASET_NUM_PROC_LAYER` gives
-the family, once the config exists. With no policy loadable it is in-process in that encoding.
+the family, once the config exists; the config also records whether the request was auto, so each
+map site asks again with its rows. With no policy loadable it is in-process in that encoding.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import ClassVar, Optional
+
+import unsloth_num_proc
 
 from .sizing import config_num_proc
 
@@ -23,11 +27,13 @@ class DatasetConfig:
     dataset_num_proc: Optional[int] = None
 
     def __post_init__(self) -> None:
-        self.dataset_num_proc = config_num_proc(self.family, self.dataset_num_proc)
+        requested = self.dataset_num_proc
+        self.dataset_num_proc = config_num_proc(self.family, requested)
+        unsloth_num_proc.record_intent(self, requested)
 
 
 @dataclasses.dataclass
-class SFTConfig(DatasetConfig):
+class SFTDatasetConfig(DatasetConfig):
     family: ClassVar[str] = "sft"
     dataset_text_field: str = "text"
     max_length: Optional[int] = 1024
@@ -37,7 +43,7 @@ class SFTConfig(DatasetConfig):
 
 
 @dataclasses.dataclass
-class PairedPreferenceConfig(DatasetConfig):
+class PairedPreferenceDatasetConfig(DatasetConfig):
     """prompt/chosen/rejected rows; prompts keep their last tokens, completions their first."""
 
     max_prompt_length: Optional[int] = None
@@ -45,22 +51,22 @@ class PairedPreferenceConfig(DatasetConfig):
 
 
 @dataclasses.dataclass
-class DPOConfig(PairedPreferenceConfig):
+class DPODatasetConfig(PairedPreferenceDatasetConfig):
     family: ClassVar[str] = "dpo"
 
 
 @dataclasses.dataclass
-class CPOConfig(PairedPreferenceConfig):
+class CPODatasetConfig(PairedPreferenceDatasetConfig):
     family: ClassVar[str] = "cpo"
 
 
 @dataclasses.dataclass
-class ORPOConfig(PairedPreferenceConfig):
+class ORPODatasetConfig(PairedPreferenceDatasetConfig):
     family: ClassVar[str] = "orpo"
 
 
 @dataclasses.dataclass
-class KTOConfig(DatasetConfig):
+class KTODatasetConfig(DatasetConfig):
     """prompt/completion/label rows."""
 
     family: ClassVar[str] = "kto"
@@ -69,7 +75,7 @@ class KTOConfig(DatasetConfig):
 
 
 @dataclasses.dataclass
-class RewardConfig(DatasetConfig):
+class RewardDatasetConfig(DatasetConfig):
     """chosen/rejected rows, each scored with its prompt in front when a prompt column exists."""
 
     family: ClassVar[str] = "reward"
@@ -77,7 +83,7 @@ class RewardConfig(DatasetConfig):
 
 
 @dataclasses.dataclass
-class PRMConfig(DatasetConfig):
+class PRMDatasetConfig(DatasetConfig):
     """prompt/completions/labels rows: one completion string per reasoning step, one label per step."""
 
     family: ClassVar[str] = "prm"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .configs import PairedPreferenceConfig
+from .configs import PairedPreferenceDatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import KEEP_END, encode_column
 
@@ -33,7 +33,7 @@ class TokenizePairedPreference:
         }
 
 
-def prepare_paired_preference_dataset(dataset: Any, tokenizer: Any, config: PairedPreferenceConfig) -> Any:
+def prepare_paired_preference_dataset(dataset: Any, tokenizer: Any, config: PairedPreferenceDatasetConfig) -> Any:
     tokenize = TokenizePairedPreference(tokenizer, config.max_prompt_length, config.max_completion_length)
     return run_batched_map(
         dataset,

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, NamedTuple, Optional, Type
 
-from .configs import CPOConfig, DatasetConfig, DPOConfig, KTOConfig, ORPOConfig, PRMConfig, RewardConfig, SFTConfig
+from .configs import (
+    CPODatasetConfig,
+    DatasetConfig,
+    DPODatasetConfig,
+    KTODatasetConfig,
+    ORPODatasetConfig,
+    PRMDatasetConfig,
+    RewardDatasetConfig,
+    SFTDatasetConfig,
+)
 from .encodings import layer_of
 from .preference import prepare_paired_preference_dataset
 from .reward import prepare_reward_dataset
@@ -21,13 +30,13 @@ class TrainerFamily(NamedTuple):
 
 
 TRAINER_FAMILIES: Dict[str, TrainerFamily] = {
-    "sft": TrainerFamily(SFTConfig, prepare_sft_dataset),
-    "dpo": TrainerFamily(DPOConfig, prepare_paired_preference_dataset),
-    "kto": TrainerFamily(KTOConfig, prepare_unpaired_dataset),
-    "cpo": TrainerFamily(CPOConfig, prepare_paired_preference_dataset),
-    "orpo": TrainerFamily(ORPOConfig, prepare_paired_preference_dataset),
-    "reward": TrainerFamily(RewardConfig, prepare_reward_dataset),
-    "prm": TrainerFamily(PRMConfig, prepare_stepwise_dataset),
+    "sft": TrainerFamily(SFTDatasetConfig, prepare_sft_dataset),
+    "dpo": TrainerFamily(DPODatasetConfig, prepare_paired_preference_dataset),
+    "kto": TrainerFamily(KTODatasetConfig, prepare_unpaired_dataset),
+    "cpo": TrainerFamily(CPODatasetConfig, prepare_paired_preference_dataset),
+    "orpo": TrainerFamily(ORPODatasetConfig, prepare_paired_preference_dataset),
+    "reward": TrainerFamily(RewardDatasetConfig, prepare_reward_dataset),
+    "prm": TrainerFamily(PRMDatasetConfig, prepare_stepwise_dataset),
 }
 
 

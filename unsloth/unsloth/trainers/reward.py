@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .configs import RewardConfig
+from .configs import RewardDatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import attention_masks, encode_batch, truncate
 
@@ -41,7 +41,7 @@ class TokenizeRewardPairs:
         }
 
 
-def prepare_reward_dataset(dataset: Any, tokenizer: Any, config: RewardConfig) -> Any:
+def prepare_reward_dataset(dataset: Any, tokenizer: Any, config: RewardDatasetConfig) -> Any:
     return run_batched_map(
         dataset,
         TokenizeRewardPairs(tokenizer, config.max_length),

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from .configs import SFTConfig
+from .configs import SFTDatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import attention_masks, encode_column
 
 DEFAULT_MAX_LENGTH = 1024
 
 
-def _max_length(config: SFTConfig) -> int:
+def _max_length(config: SFTDatasetConfig) -> int:
     return config.max_seq_length or config.max_length or DEFAULT_MAX_LENGTH
 
 
@@ -35,7 +35,7 @@ class TokenizeText:
         return {"input_ids": ids, "attention_mask": attention_masks(ids)}
 
 
-def prepare_sft_dataset(dataset: Any, tokenizer: Any, config: SFTConfig, *, formatting_func: Optional[Callable] = None) -> Any:
+def prepare_sft_dataset(dataset: Any, tokenizer: Any, config: SFTDatasetConfig, *, formatting_func: Optional[Callable] = None) -> Any:
     try:
         from unsloth_zoo.dataset_utils import sft_prepare_dataset
     except ImportError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .configs import PRMConfig
+from .configs import PRMDatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import attention_masks, encode_batch, truncate
 
@@ -53,7 +53,7 @@ class TokenizeSteps:
         return {"input_ids": all_ids, "attention_mask": attention_masks(all_ids), "labels": all_labels}
 
 
-def prepare_stepwise_dataset(dataset: Any, tokenizer: Any, config: PRMConfig) -> Any:
+def prepare_stepwise_dataset(dataset: Any, tokenizer: Any, config: PRMDatasetConfig) -> Any:
     return run_batched_map(
         dataset,
         TokenizeSteps(tokenizer, config.max_length, config.step_separator),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .configs import KTOConfig
+from .configs import KTODatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import KEEP_END, encode_column
 
@@ -30,7 +30,7 @@ class TokenizeUnpaired:
         }
 
 
-def prepare_unpaired_dataset(dataset: Any, tokenizer: Any, config: KTOConfig) -> Any:
+def prepare_unpaired_dataset(dataset: Any, tokenizer: Any, config: KTODatasetConfig) -> Any:
     tokenize = TokenizeUnpaired(tokenizer, config.max_prompt_length, config.max_completion_length)
     return run_batched_map(
         dataset, tokenize, config.dataset_num_proc, remove_columns=UNPAIRED_TEXT_COLUMNS, desc="Tokenizing KTO dataset"

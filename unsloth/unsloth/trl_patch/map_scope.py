@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""A scoped hook on `datasets.Dataset.map`: inside `sized_maps(request)` every map is sized by the policy.
+
+Outside a scope the hook passes every call through untouched. Inside, the caller's `num_proc` is replaced by
+the policy's answer for the scope's request (None = auto), given that dataset's row count and the pickled size
+of what each worker receives (the function and its `fn_kwargs`), and the map runs inside the policy's
+dead-worker diagnostics. In-process is always `num_proc=None` there, never 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import inspect
+import threading
+from typing import Any, Iterator, Optional
+
+import unsloth_num_proc
+
+HOOK_MARKER = "__unsloth_sized_map__"
+# A sentinel no request can equal: maps outside any scope pass through.
+_OUTSIDE = object()
+_request: contextvars.ContextVar = contextvars.ContextVar("unsloth_map_request", default=_OUTSIDE)
+_install_lock = threading.Lock()
+
+
+def map_num_proc(request: Any, rows: Optional[int], payload: Any) -> Optional[int]:
+    """The `num_proc` one map gets: the policy's answer, with rows and (for auto) the closure weight known."""
+    policy = unsloth_num_proc.load_policy()
+    if policy is None:
+        return None
+    closure_bytes = policy.pickled_size(payload) if unsloth_num_proc.is_auto_request(request) else None
+    return policy.get_dataset_num_proc(request, rows=rows, closure_bytes=closure_bytes)
+
+
+def _diagnostics(num_proc: Optional[int]) -> Any:
+    policy = unsloth_num_proc.load_policy()
+    return contextlib.nullcontext() if policy is None else policy.map_failure_diagnostics(num_proc)
+
+
+def _sized_map(original: Any) -> Any:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def map(self: Any, *args: Any, **kwargs: Any) -> Any:
+        request = _request.get()
+        if request is _OUTSIDE:
+            return original(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        function = bound.arguments.get("function")
+        fn_kwargs = bound.arguments.get("fn_kwargs")
+        workers = map_num_proc(request, len(self), (function, fn_kwargs))
+        bound.arguments["num_proc"] = workers
+        token = _request.set(_OUTSIDE)  # a map that maps again inside is not sized twice
+        try:
+            with _diagnostics(workers):
+                return original(*bound.args, **bound.kwargs)
+        finally:
+            _request.reset(token)
+
+    setattr(map, HOOK_MARKER, True)
+    return map
+
+
+def install_map_hook() -> None:
+    """Put the pass-through hook on `datasets.Dataset.map` once."""
+    import datasets
+
+    with _install_lock:
+        if not getattr(datasets.Dataset.map, HOOK_MARKER, False):
+            datasets.Dataset.map = _sized_map(datasets.Dataset.map)
+
+
+@contextlib.contextmanager
+def sized_maps(request: Any) -> Iterator[None]:
+    """Size every `Dataset.map` run inside by the policy for `request` (None = auto, n = explicit)."""
+    install_map_hook()
+    token = _request.set(request)
+    try:
+        yield
+    finally:
+        _request.reset(token)
