@@ -26,15 +26,36 @@ def _figures(text: str) -> dict:
     return figures
 
 
-def test_builtin_dataset_runs_and_reports_decision_and_figures():
+def _decision_rows(text: str) -> str:
+    """The "rows" line of the decision table (the report's own "rows" line comes later)."""
+    return [line for line in text.splitlines() if line.startswith("rows ")][0].split()[-1]
+
+
+def test_the_default_run_on_1000_rows_stays_in_process():
     out = io.StringIO()
-    assert demo.main(["--rows", "600"], stdout=out) == 0
-    figures = _figures(out.getvalue())
-    assert figures["rows"] == "600"
+    assert demo.main(["--rows", "1000"], stdout=out) == 0
+    text = out.getvalue()
+    figures = _figures(text)
+    assert _decision_rows(text) == "1000"  # the map was sized knowing its rows
+    assert figures["num_proc"].startswith("None") and figures["decided by"] in {"rows", "memory", "platform"}
+    assert "over 1 process(es)" in figures["peak memory (tree RSS)"]
     assert figures["wall time"].endswith(" s") and float(figures["wall time"][:-2]) > 0
-    assert figures["peak memory (tree RSS)"].split()[1] == "MiB"
-    assert figures["decided by"] in {"auto", "memory", "platform"}
-    assert figures["num_proc"] == "1" or int(figures["num_proc"]) >= 2  # config encoding: never None while forking
+
+
+@pytest.mark.slow
+def test_80000_rows_get_the_policys_workers():
+    import unsloth_num_proc
+
+    if unsloth_num_proc.load_policy().get_dataset_num_proc(2, rows=80_000) != 2:
+        pytest.skip("this host gives no map two forked workers")
+    out = io.StringIO()
+    assert demo.main(["--rows", "80000"], stdout=out) == 0
+    text = out.getvalue()
+    figures = _figures(text)
+    assert _decision_rows(text) == "80000"
+    workers = int(figures["num_proc"])
+    assert workers >= 2 and figures["decided by"] in {"auto", "rows", "memory"}
+    assert int(figures["peak memory (tree RSS)"].split()[-2]) > 1  # the workers really ran
 
 
 def test_user_jsonl_and_serial_request(tmp_path):
@@ -44,7 +65,7 @@ def test_user_jsonl_and_serial_request(tmp_path):
     assert demo.main(["--jsonl", str(path), "--text-field", "body", "--num-proc", "1"], stdout=out) == 0
     figures = _figures(out.getvalue())
     assert figures["rows"] == "50"
-    assert figures["num_proc"] == "1" and figures["decided by"] == "request"
+    assert figures["num_proc"].startswith("None") and figures["decided by"] == "request"
     assert "over 1 process(es)" in figures["peak memory (tree RSS)"]
 
 

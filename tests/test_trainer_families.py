@@ -116,7 +116,7 @@ def test_unknown_family_is_named():
 
 
 def test_a_config_of_another_family_is_refused(tokenizer):
-    with pytest.raises(TypeError, match="DPOConfig"):
+    with pytest.raises(TypeError, match="DPODatasetConfig"):
         prepare_dataset("dpo", dataset_of(build_preference_rows(2)), tokenizer, make_config("kto", dataset_num_proc=1))
 
 

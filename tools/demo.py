@@ -2,8 +2,9 @@
 
 By default it trains a fast BPE tokenizer on the shipped corpus (cached under build/) and builds a
 deterministic 20,000-row chat dataset; `--jsonl` and `--tokenizer` point it at your own data instead.
-It runs unsloth's SFT config and the zoo's `sft_prepare_dataset`, then prints the policy's decision,
-rows per second, wall time and the peak memory of the whole process tree.
+It runs unsloth's SFT dataset config and the zoo's `sft_prepare_dataset` (auto stays auto until the map
+knows its rows), then prints the policy's decision for that map, rows per second, wall time and the peak
+memory of the whole process tree.
 """
 
 from __future__ import annotations
@@ -50,9 +51,8 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     import datasets
 
     from tools.process_memory import ProcessTreeMemory
-    from unsloth.trainers import SFTConfig
-    from unsloth_num_proc import load_policy
-    from unsloth_zoo.dataset_utils import sft_prepare_dataset
+    from unsloth.trainers import SFTDatasetConfig
+    from unsloth_zoo.dataset_utils import explain_sft_num_proc, sft_prepare_dataset
 
     try:
         rows = _load_rows(args)
@@ -61,9 +61,9 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
         return 2
     tokenizer = _load_tokenizer(args)
     dataset = datasets.Dataset.from_list(rows)
-    config = SFTConfig(dataset_num_proc=args.num_proc, max_length=args.max_length)
-    # The config resolved the request at its layer; this is that decision, with its reasons.
-    decision = load_policy().explain_dataset_num_proc(args.num_proc, serial_as_none=False)
+    config = SFTDatasetConfig(dataset_num_proc=args.num_proc, max_length=args.max_length)
+    # The map's own decision, with the rows and closure it was sized with.
+    decision = explain_sft_num_proc(dataset, tokenizer, config)
 
     with ProcessTreeMemory() as memory:
         started = time.perf_counter()
@@ -71,7 +71,7 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
         wall = time.perf_counter() - started
 
     tokens = sum(len(ids) for ids in prepared["input_ids"])
-    out.write("\nThe policy's decision for this SFT config:\n")
+    out.write("\nThe policy's decision for this SFT map:\n")
     out.write(decision.format_table() + "\n\n")
     out.write(f"rows                     {len(prepared):,}\n")
     out.write(f"tokens                   {tokens:,}\n")

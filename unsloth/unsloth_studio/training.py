@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Optional
 
+import unsloth_num_proc
+
 from .num_proc import dataset_map_num_proc
 from .picklability import can_ship_to_workers
 
@@ -38,7 +40,12 @@ def training_num_proc_request(formatting_func: Optional[Callable]) -> Optional[i
 def build_sft_config(
     *, formatting_func: Optional[Callable] = None, rows: Optional[int] = None, **fields: Any
 ) -> StudioSFTConfig:
-    """A StudioSFTConfig whose dataset_num_proc is decided for this host at the config layer."""
+    """A StudioSFTConfig whose dataset_num_proc is decided for this host at the config layer.
+
+    It records whether that was auto, so the trainer's map asks the policy again with the rows it maps.
+    """
     request = training_num_proc_request(formatting_func)
     num_proc = dataset_map_num_proc(request, serial_as_none=False, rows=rows)
-    return StudioSFTConfig(**fields, dataset_num_proc=num_proc)
+    config = StudioSFTConfig(**fields, dataset_num_proc=num_proc)
+    unsloth_num_proc.record_intent(config, request)
+    return config

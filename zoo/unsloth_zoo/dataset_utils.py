@@ -12,13 +12,15 @@ from typing import Any, Callable, Optional, Sequence
 
 from .dataset_num_proc import (
     ZOO_MIN_ROWS_FOR_MULTIPROC,
+    NumProcDecision,
     _classify_request,
-    get_dataset_num_proc,
+    explain_dataset_num_proc,
     map_failure_diagnostics,
     pickled_size,
 )
+from .num_proc_intent import map_request
 
-__all__ = ["encode_texts", "sft_prepare_dataset", "train_on_responses_only"]
+__all__ = ["encode_texts", "explain_sft_num_proc", "sft_prepare_dataset", "train_on_responses_only"]
 
 IGNORE_INDEX = -100
 DEFAULT_MAX_LENGTH = 2048
@@ -61,6 +63,17 @@ class _TokenizeText:
         return encode_texts(self.tokenizer, texts, self.max_length)
 
 
+def _sft_tokenizer(tokenizer: Any, args: Any, formatting_func: Optional[Callable]) -> _TokenizeText:
+    text_field = getattr(args, "dataset_text_field", None) or "text"
+    max_length = getattr(args, "max_seq_length", None) or getattr(args, "max_length", None) or DEFAULT_MAX_LENGTH
+    return _TokenizeText(tokenizer, text_field, max_length, formatting_func)
+
+
+def explain_sft_num_proc(dataset: Any, tokenizer: Any, args: Any, *, formatting_func: Optional[Callable] = None) -> NumProcDecision:
+    """The policy's decision for the map `sft_prepare_dataset` runs on `dataset`, with its rows and closure known."""
+    return _map_decision(map_request(args), len(dataset), _sft_tokenizer(tokenizer, args, formatting_func))
+
+
 def sft_prepare_dataset(
     dataset: Any,
     tokenizer: Any,
@@ -69,15 +82,16 @@ def sft_prepare_dataset(
     formatting_func: Optional[Callable] = None,
     desc: str = "Tokenizing SFT dataset",
 ) -> Any:
-    """Tokenize `args.dataset_text_field` of every row; `args.dataset_num_proc` None auto-sizes, 1 is serial."""
-    text_field = getattr(args, "dataset_text_field", None) or "text"
-    max_length = getattr(args, "max_seq_length", None) or getattr(args, "max_length", None) or DEFAULT_MAX_LENGTH
+    """Tokenize `args.dataset_text_field` of every row; `args.dataset_num_proc` None auto-sizes, 1 is serial.
+
+    A config that recorded auto intent (see `num_proc_intent`) is auto-sized here again, with the rows known.
+    """
     batch_size = getattr(args, "dataset_batch_size", None) or 1000
-    tokenize = _TokenizeText(tokenizer, text_field, max_length, formatting_func)
+    tokenize = _sft_tokenizer(tokenizer, args, formatting_func)
     columns = list(dataset.column_names or []) if hasattr(dataset, "column_names") else None
     if _is_streaming(dataset):
         return dataset.map(tokenize, batched=True, batch_size=batch_size, remove_columns=columns)
-    num_proc = _map_num_proc(getattr(args, "dataset_num_proc", None), len(dataset), tokenize)
+    num_proc = _map_decision(map_request(args), len(dataset), tokenize).value
     with map_failure_diagnostics(num_proc):
         return dataset.map(
             tokenize,
@@ -89,10 +103,14 @@ def sft_prepare_dataset(
         )
 
 
-def _map_num_proc(request: Any, rows: int, function: Callable) -> Optional[int]:
-    """The map-site count; auto-sizing also weighs the closure every worker must unpickle."""
+def _map_decision(request: Any, rows: int, function: Callable) -> NumProcDecision:
+    """The map-site decision; auto-sizing also weighs the closure every worker must unpickle."""
     auto = _classify_request(request)[0] == "auto"
-    return get_dataset_num_proc(request, rows=rows, closure_bytes=pickled_size(function) if auto else None)
+    return explain_dataset_num_proc(request, rows=rows, closure_bytes=pickled_size(function) if auto else None)
+
+
+def _map_num_proc(request: Any, rows: int, function: Callable) -> Optional[int]:
+    return _map_decision(request, rows, function).value
 
 
 def _find(sequence: list, pattern: list, start: int) -> int:

@@ -37,13 +37,13 @@ def _declared_features(dataset: Any, remove: Sequence[str], int_list_columns: Tu
 def run_batched_map(
     dataset: Any,
     function: Callable[[dict], dict],
-    num_proc: Any,
+    num_proc_request: Any,
     *,
     remove_columns: Sequence[str] = (),
     int_list_columns: Tuple[str, ...] = (),
     desc: Optional[str] = None,
 ) -> Any:
-    """`dataset.map(function, batched=True, ...)` with `num_proc` for sized datasets, none for streaming ones.
+    """`dataset.map(function, batched=True, ...)`, sized by the policy for `num_proc_request` (None = auto) and its rows.
 
     `int_list_columns` names output columns to declare as int lists, needed when one replaces an input column.
     """
@@ -52,7 +52,7 @@ def run_batched_map(
     if is_streaming(dataset):
         # IterableDataset.map has no num_proc: a stream is mapped lazily, row by row, in this process.
         return dataset.map(function, batched=True, remove_columns=remove or None, features=features)
-    workers = map_site_num_proc(num_proc)
+    workers = map_site_num_proc(num_proc_request, rows=len(dataset), function=function)
     with map_diagnostics(workers):
         return dataset.map(
             function, batched=True, num_proc=workers, remove_columns=remove or None, features=features, desc=desc

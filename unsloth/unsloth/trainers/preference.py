@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import unsloth_num_proc
+
 from .configs import PairedPreferenceDatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import KEEP_END, encode_column
@@ -38,7 +40,7 @@ def prepare_paired_preference_dataset(dataset: Any, tokenizer: Any, config: Pair
     return run_batched_map(
         dataset,
         tokenize,
-        config.dataset_num_proc,
+        unsloth_num_proc.map_request(config),
         remove_columns=PAIRED_PREFERENCE_COLUMNS,
         desc=f"Tokenizing {config.family.upper()} dataset",
     )

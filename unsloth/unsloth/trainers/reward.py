@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import unsloth_num_proc
+
 from .configs import RewardDatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import attention_masks, encode_batch, truncate
@@ -45,7 +47,7 @@ def prepare_reward_dataset(dataset: Any, tokenizer: Any, config: RewardDatasetCo
     return run_batched_map(
         dataset,
         TokenizeRewardPairs(tokenizer, config.max_length),
-        config.dataset_num_proc,
+        unsloth_num_proc.map_request(config),
         remove_columns=REWARD_COLUMNS,
         desc="Tokenizing reward dataset",
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+import unsloth_num_proc
+
 from .configs import SFTDatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import attention_masks, encode_column
@@ -44,4 +46,4 @@ def prepare_sft_dataset(dataset: Any, tokenizer: Any, config: SFTDatasetConfig, 
         return sft_prepare_dataset(dataset, tokenizer, config, formatting_func=formatting_func)
     tokenize = TokenizeText(tokenizer, config.dataset_text_field or "text", _max_length(config), formatting_func)
     columns = list(dataset.column_names or [])
-    return run_batched_map(dataset, tokenize, config.dataset_num_proc, remove_columns=columns, desc="Tokenizing SFT dataset")
+    return run_batched_map(dataset, tokenize, unsloth_num_proc.map_request(config), remove_columns=columns, desc="Tokenizing SFT dataset")

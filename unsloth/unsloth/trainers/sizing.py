@@ -22,11 +22,19 @@ def config_num_proc(family: str, requested: Any) -> Optional[int]:
     return policy.get_dataset_num_proc(requested, serial_as_none=layer == MAP_LAYER)
 
 
-def map_site_num_proc(value: Any) -> Optional[int]:
-    """`value` as `Dataset.map` must see it: a count below 2 becomes None, since 1 would build a one-worker pool."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 2:
-        return int(value)
-    return None
+def map_site_num_proc(request: Any, rows: Optional[int] = None, function: Any = None) -> Optional[int]:
+    """The policy's count for one map of `rows` rows (None = in-process, never 1); auto also weighs `function` pickled.
+
+    `request` is what the config asks for (`unsloth_num_proc.map_request(config)`: None = auto). With no policy
+    an explicit count of 2 or more is used as is and anything else runs in-process.
+    """
+    policy = unsloth_num_proc.load_policy()
+    if policy is None:
+        if isinstance(request, numbers.Integral) and not isinstance(request, bool) and int(request) >= 2:
+            return int(request)
+        return None
+    closure_bytes = policy.pickled_size(function) if unsloth_num_proc.is_auto_request(request) else None
+    return policy.get_dataset_num_proc(request, rows=rows, closure_bytes=closure_bytes)
 
 
 def map_diagnostics(num_proc: Optional[int]) -> ContextManager[None]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
+import unsloth_num_proc
+
 from .configs import PRMDatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import attention_masks, encode_batch, truncate
@@ -57,7 +59,7 @@ def prepare_stepwise_dataset(dataset: Any, tokenizer: Any, config: PRMDatasetCon
     return run_batched_map(
         dataset,
         TokenizeSteps(tokenizer, config.max_length, config.step_separator),
-        config.dataset_num_proc,
+        unsloth_num_proc.map_request(config),
         remove_columns=STEPWISE_COLUMNS,
         int_list_columns=TOKENIZED_COLUMNS,
         desc="Tokenizing PRM dataset",

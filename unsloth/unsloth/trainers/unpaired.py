@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import unsloth_num_proc
+
 from .configs import KTODatasetConfig
 from .mapping import run_batched_map
 from .tokenizing import KEEP_END, encode_column
@@ -33,5 +35,5 @@ class TokenizeUnpaired:
 def prepare_unpaired_dataset(dataset: Any, tokenizer: Any, config: KTODatasetConfig) -> Any:
     tokenize = TokenizeUnpaired(tokenizer, config.max_prompt_length, config.max_completion_length)
     return run_batched_map(
-        dataset, tokenize, config.dataset_num_proc, remove_columns=UNPAIRED_TEXT_COLUMNS, desc="Tokenizing KTO dataset"
+        dataset, tokenize, unsloth_num_proc.map_request(config), remove_columns=UNPAIRED_TEXT_COLUMNS, desc="Tokenizing KTO dataset"
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..dataset_num_proc import get_dataset_num_proc
+from ..num_proc_intent import record_intent
 from .optim import CLIP_MODES, SCHEDULES, canonical_optimizer_name
 
 STRATEGIES = ("no", "steps", "epoch")
@@ -94,7 +95,9 @@ class MLXTrainingConfig:
             self.metric_for_best_model = "loss"
         if self.greater_is_better is None and self.metric_for_best_model is not None:
             self.greater_is_better = not self.metric_for_best_model.endswith("loss")
-        self.dataset_num_proc = get_dataset_num_proc(self.dataset_num_proc, serial_as_none=False)
+        requested = self.dataset_num_proc
+        self.dataset_num_proc = get_dataset_num_proc(requested, serial_as_none=False)
+        record_intent(self, requested)
 
     @property
     def train_batch_size(self) -> int:

@@ -13,7 +13,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..dataset_num_proc import get_dataset_num_proc, map_failure_diagnostics
+from ..dataset_num_proc import get_dataset_num_proc, map_failure_diagnostics, pickled_size
+from ..num_proc_intent import is_auto_request
 
 IDS_FIELD = "input_ids"
 
@@ -100,11 +101,15 @@ def _is_hf_dataset(dataset: Any) -> bool:
 
 
 def tokenize_dataset(dataset: Any, encode: EncodeRows, num_proc: Optional[int] = None) -> TokenizedRows:
-    """Tokenize every row; a Hugging Face dataset goes through `map()` with the policy's worker count."""
+    """Tokenize every row; a Hugging Face dataset goes through `map()` with the policy's worker count.
+
+    `num_proc` is a request (None = auto, pass `num_proc_intent.map_request(config)`), sized with this split's rows.
+    """
     if isinstance(dataset, TokenizedRows):
         return dataset
     if _is_hf_dataset(dataset):
-        workers = get_dataset_num_proc(num_proc, rows=len(dataset))
+        closure_bytes = pickled_size(encode) if is_auto_request(num_proc) else None
+        workers = get_dataset_num_proc(num_proc, rows=len(dataset), closure_bytes=closure_bytes)
         with map_failure_diagnostics(workers):
             mapped = dataset.map(encode, batched=True, num_proc=workers, remove_columns=list(dataset.column_names))
         return TokenizedRows(mapped[IDS_FIELD])

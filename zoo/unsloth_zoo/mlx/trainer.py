@@ -29,6 +29,7 @@ from .checkpoint import (
 )
 from .config import MLXTrainingConfig, coerce_config
 from .data import EncodeRows, TokenizedRows, epoch_batches, pad_batch, tokenize_dataset
+from ..num_proc_intent import map_request
 from .loss import masked_cross_entropy
 from .optim import build_optimizer, build_schedule, clip_gradients, learning_rates, resolve_warmup_steps
 
@@ -80,11 +81,13 @@ class MLXTrainer:
         encode = EncodeRows(
             tokenizer, self.args.dataset_text_field, formatting_func, self.args.max_seq_length, self.args.append_eos
         )
-        self.train_rows = tokenize_dataset(train_dataset, encode, self.args.dataset_num_proc)
+        # Each split re-asks the policy with its own rows, unless the config's count was explicit.
+        num_proc_request = map_request(self.args)
+        self.train_rows = tokenize_dataset(train_dataset, encode, num_proc_request)
         if len(self.train_rows) == 0:
             raise ValueError("the training dataset has no rows")
         self.eval_rows: Optional[TokenizedRows] = (
-            None if eval_dataset is None else tokenize_dataset(eval_dataset, encode, self.args.dataset_num_proc)
+            None if eval_dataset is None else tokenize_dataset(eval_dataset, encode, num_proc_request)
         )
         if self.args.eval_strategy != "no" and not self.eval_rows:
             raise ValueError(f"eval_strategy={self.args.eval_strategy!r} needs an eval_dataset with rows")
