@@ -195,3 +195,14 @@ def test_coerce_copies_our_config_and_reads_training_arguments():
 
     from_dict = coerce_config({"max_steps": 9})
     assert from_dict.max_steps == 9 and from_dict.per_device_train_batch_size == 2
+
+
+def test_the_config_records_whether_dataset_num_proc_was_auto(monkeypatch):
+    from unsloth_zoo.num_proc_intent import map_request
+
+    monkeypatch.delenv("UNSLOTH_DATASET_NUM_PROC", raising=False)
+    auto = MLXTrainingConfig()
+    assert isinstance(auto.dataset_num_proc, int)  # resolved at the config layer, before any row is known...
+    assert map_request(auto) is None  # ...yet each map still auto-sizes with its own rows
+    assert map_request(MLXTrainingConfig(dataset_num_proc=0)) == 1
+    assert map_request(MLXTrainingConfig(dataset_num_proc=3)) == 3

@@ -166,3 +166,22 @@ def test_masked_loss_ignores_padding(tiny_model_dir):
     assert (alone_count.item(), padded_count.item()) == (3, 3)
     assert padded.item() == pytest.approx(alone.item(), rel=1e-5)
     assert garbage.item() == pytest.approx(alone.item(), rel=1e-5)
+
+
+def test_a_small_eval_split_of_an_auto_config_is_tokenized_in_process(load_tiny, config, monkeypatch):
+    import datasets
+
+    from tools.pool_spy import spy_pools
+    from unsloth_zoo.mlx.trainer import MLXTrainer
+
+    monkeypatch.delenv("UNSLOTH_DATASET_NUM_PROC", raising=False)
+    args = config()
+    model, tokenizer = load_tiny(lora=True)
+    rows = datasets.Dataset.from_list([{"text": f"row {i} is short"} for i in range(8)])
+    datasets.disable_caching()
+    try:
+        with spy_pools() as log:
+            MLXTrainer(model, tokenizer, rows, rows, args=args)
+    finally:
+        datasets.enable_caching()
+    assert log.process_pools() == []  # 8 rows never get workers, whatever auto resolved to in the config
