@@ -100,7 +100,8 @@ def demo(session: nox.Session) -> None:
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark the policy against every alternative worker count; writes a table, JSON and a plot."""
-    _install_packages(session, *RUNTIME_DEPS, "matplotlib")
+    # trl, transformers and the CPU torch: the "as a user calls it" column runs trl's SFT preparation.
+    _install_packages(session, *RUNTIME_DEPS, "matplotlib", "trl", "transformers", "torch==2.13.0")
     session.run("python", "-m", "tools.bench", *session.posargs)
 
 

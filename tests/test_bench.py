@@ -48,3 +48,30 @@ def test_unknown_workload_is_a_usage_error():
     out = io.StringIO()
     assert bench.main(["--workloads", "zz"], stdout=out) == 2
     assert "zz" in out.getvalue()
+
+
+def _user_run(wall: float, pools: list) -> dict:
+    return {"wall_s": wall, "peak_tree_rss_bytes": 100 * 2**20, "pools": pools}
+
+
+def test_a_user_path_is_scored_against_its_own_oracle():
+    user_runs = {
+        ("e", "trl", "auto"): [_user_run(1.2, [])] * 3,
+        ("e", "trl", 0): [_user_run(1.0, []), _user_run(1.1, []), _user_run(0.9, [])],  # median 1.0: the oracle
+        ("e", "trl", 2): [_user_run(4.0, [2, 2])] * 3,
+        ("e", "zoo", "auto"): [_user_run(0.5, [])] * 3,
+        ("e", "zoo", 0): [_user_run(0.5, [])] * 3,
+        ("e", "zoo", 2): [_user_run(2.0, [2])] * 3,
+    }
+    user = bench.summarise_user_paths(user_runs)
+    assert user["e"]["trl"]["oracle_request"] == "0" and abs(user["e"]["trl"]["efficiency"] - 1.0 / 1.2) < 1e-9
+    assert user["e"]["zoo"]["efficiency"] == 1.0 and user["e"]["zoo"]["default_pools"] == []
+    direct = {"e": {"policy_efficiency": 0.97}}
+    table = bench.format_user_table(direct, user)
+    assert "| e | 0.97 | 0.83 (missed; in-process; oracle 0) | 1.00 (met; in-process; oracle auto) |" in table
+    assert "as a user calls it: trl (default config)" in table
+
+
+def test_user_paths_run_the_default_then_in_process_then_the_sweep():
+    assert bench.user_requests(usable_cpus=2) == ["auto", 0, 2, 4]
+    assert bench.available_user_paths(["zoo"]) == ["zoo"]

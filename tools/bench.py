@@ -3,6 +3,10 @@
 Each (workload, num_proc) is measured `--repeats` times in a fresh process (tools/bench_run.py),
 interleaved so machine drift hits all alike, with datasets' caches off so every run really maps.
 Prints a markdown table and writes bench-out/bench.json and bench-out/bench.png.
+
+"As a user calls it": each workload also goes through the zoo's `sft_prepare_dataset` and the real
+`trl.SFTTrainer` dataset preparation with unsloth's default SFT config, against the same path run with each
+explicit count (in-process, then the sweep); its efficiency is that path's oracle over its default.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
-from tools.bench_run import WORKLOADS
+from tools.bench_run import AUTO, WORKLOADS
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 2**20
@@ -52,8 +56,30 @@ def candidates_for(workload, policy, usable_cpus: int) -> dict:
     return candidates
 
 
-def _run_once(workload: str, num_proc: Optional[int], count_pickled: bool) -> dict:
-    argv = [sys.executable, "-m", "tools.bench_run", workload, "none" if num_proc is None else str(num_proc)]
+USER_PATHS = ("zoo", "trl")
+# A user path's explicit in-process request (0 = in-process in every config encoding).
+IN_PROCESS_REQUEST = 0
+
+
+def user_requests(usable_cpus: int) -> list:
+    """What each user path runs: the default config, explicit in-process, then the direct sweep's counts."""
+    requests = [AUTO, IN_PROCESS_REQUEST]
+    count = 2
+    while count <= max(2 * usable_cpus, 2):
+        requests.append(count)
+        count *= 2
+    return requests
+
+
+def available_user_paths(requested: Sequence[str]) -> list:
+    """The user paths asked for whose packages are installed here (trl needs trl, transformers and torch)."""
+    import importlib.util
+
+    return [path for path in requested if path != "trl" or importlib.util.find_spec("trl") is not None]
+
+
+def _run_once(workload: str, num_proc, count_pickled: bool, path: str = "direct") -> dict:
+    argv = [sys.executable, "-m", "tools.bench_run", workload, "none" if num_proc is None else str(num_proc), "--path", path]
     if count_pickled:
         argv.append("--count-pickled")
     env = {key: value for key, value in os.environ.items() if key != "UNSLOTH_DATASET_NUM_PROC"}
@@ -81,6 +107,41 @@ def measure_all(plan: dict, repeats: int, log: TextIO) -> dict:
             for run in runs[(name, value)]:
                 run["bytes_pickled_to_workers"] = pickled["bytes_pickled_to_workers"]
     return runs
+
+
+def measure_user_paths(names: Sequence[str], paths: Sequence[str], requests: list, repeats: int, log: TextIO) -> dict:
+    """(workload, path, request) -> list of runs, interleaved like `measure_all`."""
+    runs = {(name, path, request): [] for name in names for path in paths for request in requests}
+    for repeat in range(repeats):
+        for name in names:
+            for path in paths:
+                shift = repeat % len(requests)
+                for request in requests[shift:] + requests[:shift]:
+                    run = _run_once(name, request, count_pickled=False, path=path)
+                    runs[(name, path, request)].append(run)
+                    log.write(f"  repeat {repeat + 1}/{repeats} workload {name} {path} request={request}: {run['wall_s']:.2f} s\n")
+                    log.flush()
+    return runs
+
+
+def summarise_user_paths(user_runs: dict) -> dict:
+    """workload -> path -> the default config's wall and pools, the path's oracle, and the efficiency."""
+    summary: dict = {}
+    for (name, path, request), runs in user_runs.items():
+        entry = summary.setdefault(name, {}).setdefault(path, {"requests": {}})
+        entry["requests"][str(request)] = {
+            "wall_s": statistics.median(run["wall_s"] for run in runs),
+            "peak_tree_rss_bytes": statistics.median(run["peak_tree_rss_bytes"] for run in runs),
+            "pools": runs[0]["pools"],
+        }
+    for paths in summary.values():
+        for entry in paths.values():
+            oracle = min(entry["requests"], key=lambda request: entry["requests"][request]["wall_s"])
+            default = entry["requests"][AUTO]
+            entry["oracle_request"] = oracle
+            entry["default_pools"] = default["pools"]
+            entry["efficiency"] = entry["requests"][oracle]["wall_s"] / default["wall_s"]
+    return summary
 
 
 def summarise(plan_labels: dict, runs: dict) -> dict:
@@ -156,6 +217,30 @@ def format_table(summary: dict, machine: dict, repeats: int) -> str:
     return "\n".join(lines)
 
 
+def _pools_text(pools: list) -> str:
+    return "in-process" if not pools else "pools " + ",".join(str(size) for size in pools)
+
+
+def format_user_table(summary: dict, user: dict) -> str:
+    """Per workload: the direct call's policy efficiency next to each user path's, with what each default built."""
+    paths = sorted({path for entry in user.values() for path in entry})
+    header = ["workload", "direct call: policy efficiency"] + [f"as a user calls it: {path} (default config)" for path in paths]
+    lines = ["| " + " | ".join(header) + " |", "| --- | ---: |" + " ---: |" * len(paths)]
+    for name, entry in user.items():
+        cells = [name, f"{summary[name]['policy_efficiency']:.2f}" if name in summary else "-"]
+        for path in paths:
+            result = entry.get(path)
+            if result is None:
+                cells.append("-")
+                continue
+            met = "met" if result["efficiency"] >= 0.9 else "missed"
+            cells.append(
+                f"{result['efficiency']:.2f} ({met}; {_pools_text(result['default_pools'])}; oracle {result['oracle_request']})"
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot(summary: dict, path: Path) -> Optional[str]:
     try:
         import matplotlib
@@ -187,12 +272,14 @@ def plot(summary: dict, path: Path) -> Optional[str]:
 def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) -> int:
     parser = argparse.ArgumentParser(prog="nox -s bench --", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workloads", default="a,b,c,d", help="comma-separated, from: " + ", ".join(sorted(WORKLOADS)))
+    parser.add_argument("--workloads", default="a,b,c,d,e", help="comma-separated, from: " + ", ".join(sorted(WORKLOADS)))
+    parser.add_argument("--user-paths", default="zoo,trl", help="user paths to measure: zoo, trl (empty for none)")
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
     args = parser.parse_args(argv)
     out = stdout if stdout is not None else sys.stdout
     names = [name.strip() for name in args.workloads.split(",") if name.strip()]
-    unknown = [name for name in names if name not in WORKLOADS]
+    user_paths = [path.strip() for path in args.user_paths.split(",") if path.strip()]
+    unknown = [name for name in names if name not in WORKLOADS] + [path for path in user_paths if path not in USER_PATHS]
     if unknown or args.repeats < 1:
         out.write(f"bench: unknown workloads {unknown} or repeats < 1\n")
         return 2
@@ -206,13 +293,30 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     out.write(f"bench: {sum(len(v) for v in plan.values())} (workload, num_proc) pairs x {args.repeats} repeats\n")
     runs = measure_all(plan, args.repeats, out)
     summary = summarise(labels, runs)
+    measured_paths = available_user_paths(user_paths)
+    if measured_paths != user_paths:
+        out.write(f"bench: trl is not installed, so the trl path is left out (measuring {measured_paths})\n")
+    user_runs = measure_user_paths(names, measured_paths, user_requests(usable_cpus), args.repeats, out)
+    user = summarise_user_paths(user_runs)
     machine = machine_description()
 
     args.out.mkdir(parents=True, exist_ok=True)
     table = format_table(summary, machine, args.repeats)
+    if user:
+        table += "\n\n" + format_user_table(summary, user)
     (args.out / "bench.md").write_text(table + "\n")
     (args.out / "bench.json").write_text(
-        json.dumps({"machine": machine, "repeats": args.repeats, "summary": summary, "runs": [r for rs in runs.values() for r in rs]}, indent=2, default=str)
+        json.dumps(
+            {
+                "machine": machine,
+                "repeats": args.repeats,
+                "summary": summary,
+                "as_a_user_calls_it": user,
+                "runs": [r for rs in runs.values() for r in rs] + [r for rs in user_runs.values() for r in rs],
+            },
+            indent=2,
+            default=str,
+        )
         + "\n"
     )
     problem = plot(summary, args.out / "bench.png")

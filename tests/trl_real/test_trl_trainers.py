@@ -59,7 +59,11 @@ TRAINERS = {
     "DPO": (paired_rows, {"max_length": 64}),
     "KTO": (unpaired_rows, {"max_length": 64}),
     "Reward": (reward_rows, {"max_length": 64}),
+    "CPO": (paired_rows, {"max_length": 64}),
+    "ORPO": (paired_rows, {"max_length": 64}),
 }
+# trl 1.16 keeps these in trl.experimental, and no longer ships PRM at all.
+EXPERIMENTAL = {"CPO": "trl.experimental.cpo", "ORPO": "trl.experimental.orpo"}
 REFERENCE_MODEL_TRAINERS = ("DPO", "KTO")
 CASES = {
     "auto-small": (SMALL, None, {}),
@@ -91,6 +95,12 @@ def _config(name, tmp_path, **fields):
     )
 
 
+def _trl_module(name):
+    import importlib
+
+    return importlib.import_module(EXPERIMENTAL.get(name, "trl"))
+
+
 def _build(name, request, tokenizer, config, rows):
     import datasets
 
@@ -99,7 +109,7 @@ def _build(name, request, tokenizer, config, rows):
     if name in REFERENCE_MODEL_TRAINERS:
         # Nothing can be downloaded here, so the frozen reference is built locally too.
         models["ref_model"] = request.getfixturevalue("tiny_llama_reference")
-    trainer_class = getattr(trl, f"{name}Trainer")
+    trainer_class = getattr(_trl_module(name), f"{name}Trainer")
     return trainer_class(**models, args=config, train_dataset=dataset, processing_class=tokenizer)
 
 
@@ -107,7 +117,14 @@ def test_the_names_are_trls_own_configs():
     from unsloth import trainers
 
     for name in TRAINERS:
-        assert getattr(trainers, f"{name}Config") is getattr(trl, f"{name}Config")
+        assert getattr(trainers, f"{name}Config") is getattr(_trl_module(name), f"{name}Config")
+
+
+def test_a_config_this_trl_no_longer_ships_is_named():
+    from unsloth import trainers
+
+    with pytest.raises(ImportError, match="does not ship PRMConfig"):
+        trainers.PRMConfig
 
 
 def test_patching_twice_changes_nothing():

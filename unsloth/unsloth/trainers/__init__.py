@@ -2,9 +2,9 @@
 # Copyright 2026 the unsloth authors.
 """Trainer configs and dataset preparation, each map sized by the dataset worker-count policy.
 
-`SFTConfig`, `DPOConfig`, `KTOConfig` and `RewardConfig` are TRL's own classes (patched by `unsloth.trl_patch`
-so `dataset_num_proc` goes through the policy), loaded on first use; without `trl` they raise an ImportError
-naming `pip install trl`. `SFTDatasetConfig` and friends are unsloth's torch-free dataset-preparation configs.
+`SFTConfig`, `DPOConfig`, `KTOConfig`, `RewardConfig`, `CPOConfig` and `ORPOConfig` are TRL's own classes
+(patched by `unsloth.trl_patch` so `dataset_num_proc` goes through the policy), loaded on first use; without
+`trl` they raise an ImportError naming `pip install trl`, and so does a name the installed trl no longer ships. `SFTDatasetConfig` and friends are unsloth's torch-free dataset-preparation configs.
 """
 
 import importlib as _importlib
@@ -27,8 +27,16 @@ from .sft import prepare_sft_dataset
 from .stepwise import IGNORE_INDEX, prepare_stepwise_dataset
 from .unpaired import prepare_unpaired_dataset
 
-# The TRL config each name is; trl 1.16 no longer ships CPO, ORPO or PRM at its top level.
-TRL_CONFIGS = ("SFTConfig", "DPOConfig", "KTOConfig", "RewardConfig")
+# Where trl (1.16) keeps each config these names are; CPO and ORPO moved to trl.experimental, PRM is gone.
+TRL_CONFIGS = {
+    "SFTConfig": "trl",
+    "DPOConfig": "trl",
+    "KTOConfig": "trl",
+    "RewardConfig": "trl",
+    "CPOConfig": "trl.experimental.cpo",
+    "ORPOConfig": "trl.experimental.orpo",
+    "PRMConfig": "trl",
+}
 
 __all__ = [
     "CONFIG_LAYER",
@@ -58,17 +66,21 @@ __all__ = [
 def __getattr__(name: str):
     if name not in TRL_CONFIGS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    own = f"unsloth's own torch-free config is unsloth.trainers.{name[:-len('Config')]}DatasetConfig"
     try:
         trl = _importlib.import_module("trl")
     except ImportError as error:
-        raise ImportError(
-            f"unsloth.trainers.{name} is TRL's {name}, and trl is not installed: pip install trl "
-            f"(unsloth's own torch-free config is unsloth.trainers.{name[:-len('Config')]}DatasetConfig)",
-            name=name,
-        ) from error
+        raise ImportError(f"unsloth.trainers.{name} is TRL's {name}, and trl is not installed: pip install trl ({own})", name=name) from error
     from ..trl_patch import patch_trl
 
     patch_trl(trl)
-    value = getattr(trl, name)
+    try:
+        value = getattr(_importlib.import_module(TRL_CONFIGS[name]), name)
+    except (ImportError, AttributeError) as error:
+        raise ImportError(
+            f"trl {getattr(trl, '__version__', '?')} does not ship {name} (looked in {TRL_CONFIGS[name]}): "
+            f"pip install a trl that does ({own})",
+            name=name,
+        ) from error
     globals()[name] = value
     return value

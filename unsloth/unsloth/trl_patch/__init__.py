@@ -10,10 +10,13 @@ trainer's dataset preparation runs inside a scope that re-sizes every `Dataset.m
 
 from __future__ import annotations
 
+import importlib.util
+import pkgutil
 import sys
 import threading
 import warnings
 from types import ModuleType
+from typing import Callable
 
 PATCHED_MARKER = "__unsloth_num_proc_patched__"
 WRITTEN_AGAINST_TRL = "1.16.0"
@@ -32,11 +35,44 @@ def patch_trl(trl: ModuleType) -> None:
         configs = patch_config_classes(trl)
         patch_trainer_classes(trl, configs)
         setattr(trl, PATCHED_MARKER, True)
+    _watch_experimental()
+
+
+def patch_experimental(module: ModuleType) -> None:
+    """Patch one `trl.experimental` subpackage (CPO and ORPO live there in 1.16) once it is imported."""
+    from .configs import patch_config_classes
+    from .trainers import patch_trainer_classes
+
+    with _lock:
+        if getattr(module, PATCHED_MARKER, False):
+            return
+        patch_trainer_classes(module, patch_config_classes(module), expect_preparation=False)
+        setattr(module, PATCHED_MARKER, True)
+
+
+def _watch_experimental() -> None:
+    # Only the subpackages' names are read here; each is patched when the program imports it.
+    from ..mlx.import_hooks import import_hooks
+
+    spec = importlib.util.find_spec("trl.experimental")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    for info in pkgutil.iter_modules(list(spec.submodule_search_locations)):
+        if info.ispkg:
+            import_hooks().after_import(f"trl.experimental.{info.name}", _patch_experimental_quietly)
 
 
 def _patch_quietly(trl: ModuleType) -> None:
+    _run_quietly(patch_trl, trl)
+
+
+def _patch_experimental_quietly(module: ModuleType) -> None:
+    _run_quietly(patch_experimental, module)
+
+
+def _run_quietly(patch: Callable[[ModuleType], None], module: ModuleType) -> None:
     try:
-        patch_trl(trl)
+        patch(module)
     except Exception as error:
         # A failed patch must not fail the user's import of trl, but it must not go unseen either.
         warnings.warn(

@@ -53,8 +53,11 @@ def _wrap(cls: type, method_name: str) -> None:
     setattr(cls, method_name, wrapper)
 
 
-def patch_trainer_classes(trl: ModuleType, configs: Dict[str, type]) -> List[str]:
-    """Wrap each trainer paired with a patched config (`SFTConfig` -> `SFTTrainer`); returns the names wrapped."""
+def patch_trainer_classes(trl: ModuleType, configs: Dict[str, type], *, expect_preparation: bool = True) -> List[str]:
+    """Wrap each trainer paired with a patched config (`SFTConfig` -> `SFTTrainer`); returns the names wrapped.
+
+    `expect_preparation=False` is for trl's experimental trainers, which (in 1.16) prepare data in `__init__`.
+    """
     from . import WRITTEN_AGAINST_TRL
 
     wrapped = []
@@ -65,7 +68,9 @@ def patch_trainer_classes(trl: ModuleType, configs: Dict[str, type]) -> List[str
         except Exception:
             continue  # a config without an exported trainer has no preparation step to size
         owner = next((klass for klass in cls.__mro__ if PREPARATION_METHOD in klass.__dict__), None)
-        if owner is None:
+        if owner is None and not expect_preparation:
+            _wrap(cls, "__init__")
+        elif owner is None:
             warnings.warn(
                 f"trl {getattr(trl, '__version__', '?')}: {name} has no {PREPARATION_METHOD} (unsloth was written "
                 f"against trl {WRITTEN_AGAINST_TRL}); its whole __init__ now sizes its dataset maps instead",
