@@ -27,9 +27,8 @@ from typing import Any, List, Optional, Set
 POLICY_MODULE = "unsloth_zoo.dataset_num_proc"
 TARGET_MODULE = "unsloth_zoo.dataset_utils"
 TARGET_FUNCTION = "sft_prepare_dataset"
-# The target's parameter holding the trainer config, and the config field that is the caller's request.
+# The target's parameter holding the trainer config (its `dataset_num_proc` is the caller's request).
 ARGS_PARAMETER = "args"
-REQUEST_ATTRIBUTE = "dataset_num_proc"
 HELPER_NAME = "_unsloth_policy_num_proc"
 PATCHED_MARKER = "__unsloth_num_proc_patched__"
 MAP_METHOD = "map"
@@ -58,7 +57,8 @@ def policy_num_proc(args: Any) -> Optional[int]:
     policy = unsloth_num_proc.load_policy()
     if policy is None:
         return None
-    return policy.get_dataset_num_proc(getattr(args, REQUEST_ATTRIBUTE, None))
+    # A config that recorded auto intent asks for auto again, not for the count it resolved to.
+    return policy.get_dataset_num_proc(unsloth_num_proc.map_request(args))
 
 
 # --------------------------------------------------------------------------- finding the target (pure ast)
