@@ -5,7 +5,8 @@
 Written against trl 1.16.0. When the program imports `trl` (or already has), every exported config class with
 a `dataset_num_proc` field resolves it through the policy and records auto intent (`configs`), and each matching
 trainer's dataset preparation runs inside a scope that re-sizes every `Dataset.map` with its rows (`trainers`,
-`map_scope`). Nothing here imports `trl`, `torch` or `datasets` on its own account.
+`map_scope`). Nothing here imports `trl`, `torch` or `datasets` on its own account: patching waits on an import
+hook because importing trl pulls in torch and transformers, seconds a user who never trains with TRL must not pay.
 """
 
 from __future__ import annotations
