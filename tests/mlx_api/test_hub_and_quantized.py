@@ -149,3 +149,22 @@ def test_merged_save_of_a_quantized_base_dequantizes_and_loads_back(
     assert type(model.layers[0].self_attn.q_proj.linear).__name__ == "QuantizedLinear"  # the trained model is untouched
     with pytest.raises(NotImplementedError, match="save_method='merged_4bit'"):
         model.save_pretrained_merged(str(tmp_path / "four"), tokenizer, save_method="merged_4bit")
+
+
+def test_gguf_export_of_a_quantized_base_writes_the_dequantized_merge(
+    load_public, chat_rows, quiet_args, tmp_path
+) -> None:
+    import mlx.core as mx
+
+    from unsloth.mlx.gguf import merged_weights
+    from unsloth.mlx.quantize import dequantized_copy
+
+    model, tokenizer = _trained_qlora(load_public, chat_rows, quiet_args)
+    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer)
+    written = mx.load(str(path))
+    assert not [name for name in written if name.endswith(".scales")]
+    expected = merged_weights(dequantized_copy(model))
+    value = np.array(expected["model.layers.0.self_attn.v_proj.weight"])
+    # The converter reorders q and k rows for llama.cpp's rotary layout; v is written as it is.
+    assert np.array_equal(np.array(written["blk.0.attn_v.weight"]).reshape(value.shape), value)
+    assert type(model.layers[0].self_attn.q_proj.linear).__name__ == "QuantizedLinear"
