@@ -193,5 +193,6 @@ def to_sharegpt(
         converted = converted.add_column(merged_column_name, merged)
     if int(conversation_extension) > 1:
         longer = _extended(converted["conversations"], int(conversation_extension), int(random_state))
-        converted = converted.remove_columns("conversations").add_column("conversations", longer)
+        columns = {name: converted[name] for name in converted.column_names if name != "conversations"}
+        converted = type(converted).from_dict({**columns, "conversations": longer})
     return converted
