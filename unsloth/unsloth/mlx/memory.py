@@ -144,7 +144,8 @@ def current_device() -> int:
 
 def set_device(device: Any) -> None:
     """Accept device 0 (or "cuda" / "cuda:0"); MLX has one device, so any other is an error, not a silent no-op."""
-    index = getattr(device, "index", device)
+    # A torch.device carries its ordinal at .index (strings have an unrelated .index method).
+    index = device if isinstance(device, (str, int)) else getattr(device, "index", device)
     if isinstance(index, str):
         text = index.split(":", 1)
         index = 0 if text[0].strip().lower() == "cuda" and (len(text) == 1 or text[1].strip() == "0") else index
