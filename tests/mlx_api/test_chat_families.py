@@ -211,7 +211,10 @@ def test_system_turns_follow_each_family(family_tokenizer) -> None:
         "<|start_header_id|>user<|end_header_id|>\n\nWhat colour is the kettle?<|eot_id|>"
     )
     gemma = family_tokenizer("gemma-3").apply_chat_template(system, tokenize=False, add_generation_prompt=True)
-    assert gemma == "<bos><start_of_turn>user\nBe brief.\n\nWhat colour is the kettle?<end_of_turn>\n<start_of_turn>model\n"
+    assert (
+        gemma
+        == "<bos><start_of_turn>user\nBe brief.\n\nWhat colour is the kettle?<end_of_turn>\n<start_of_turn>model\n"
+    )
     qwen = family_tokenizer("qwen-2.5").apply_chat_template(system, tokenize=False)
     assert qwen == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat colour is the kettle?<|im_end|>\n"
     mistral = family_tokenizer("mistral").apply_chat_template(system, tokenize=False)
@@ -225,7 +228,10 @@ def test_generation_prompts(family_tokenizer) -> None:
     prompt = family_tokenizer("qwen-3").apply_chat_template(
         first, tokenize=False, add_generation_prompt=True, enable_thinking=False
     )
-    assert prompt == "<|im_start|>user\nWhat colour is the kettle?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert (
+        prompt
+        == "<|im_start|>user\nWhat colour is the kettle?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
     prompt = family_tokenizer("phi-4").apply_chat_template(first, tokenize=False, add_generation_prompt=True)
     assert prompt == "<|im_start|>user<|im_sep|>What colour is the kettle?<|im_end|><|im_start|>assistant<|im_sep|>"
     prompt = family_tokenizer("vicuna").apply_chat_template(first, tokenize=False, add_generation_prompt=True)

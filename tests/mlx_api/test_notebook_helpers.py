@@ -297,7 +297,11 @@ def test_standardize_sharegpt_data_formats_and_to_sharegpt() -> None:
     from unsloth.chat_templates import standardize_data_formats, standardize_sharegpt, to_sharegpt
 
     sharegpt = Dataset.from_dict(
-        {"conversations": [[{"from": "system", "value": "S"}, {"from": "human", "value": "Q"}, {"from": "gpt", "value": "A"}]]}
+        {
+            "conversations": [
+                [{"from": "system", "value": "S"}, {"from": "human", "value": "Q"}, {"from": "gpt", "value": "A"}]
+            ]
+        }
     )
     standard = standardize_sharegpt(sharegpt)
     assert standard["conversations"][0] == [
@@ -326,4 +330,8 @@ def test_hub_cache_helpers_do_not_leak(tmp_path: Path) -> None:
     from unsloth_zoo.mlx.loading import looks_like_hub_id
 
     assert looks_like_hub_id("unsloth/Llama-3.2-1B-Instruct")
-    assert not looks_like_hub_id("./models/llama") and not looks_like_hub_id("/abs/path") and not looks_like_hub_id("a/b/c")
+    assert (
+        not looks_like_hub_id("./models/llama")
+        and not looks_like_hub_id("/abs/path")
+        and not looks_like_hub_id("a/b/c")
+    )

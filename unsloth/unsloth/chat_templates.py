@@ -60,7 +60,9 @@ def _trainer_tokenizer(trainer: Any, tokenizer: Any) -> Any:
 
 def resolve_markers(tokenizer: Any, instruction_part: Optional[str], response_part: Optional[str]) -> tuple:
     """Markers left as None come from the tokenizer's chat family, else the zephyr-style defaults."""
-    name = getattr(tokenizer, "unsloth_chat_family", None) or family_of_template(getattr(tokenizer, "chat_template", None))
+    name = getattr(tokenizer, "unsloth_chat_family", None) or family_of_template(
+        getattr(tokenizer, "chat_template", None)
+    )
     family = FAMILIES.get(name) if name else None
     default_instruction = family.instruction_part if family else DEFAULT_INSTRUCTION_PART
     default_response = family.response_part if family else DEFAULT_RESPONSE_PART

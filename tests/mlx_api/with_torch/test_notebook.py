@@ -21,7 +21,13 @@ def _run_notebook(model_dir: Path, output_dir: Path, *extra: str) -> subprocess.
     build_hub_cache(hf_home, "tiny-org/tiny-llama", model_dir)
     environment = {**os.environ, "UNSLOTH_MLX": "1", "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"}
     command = [
-        sys.executable, str(SCRIPT), "--model-name", "tiny-org/tiny-llama", "--output-dir", str(output_dir), *extra
+        sys.executable,
+        str(SCRIPT),
+        "--model-name",
+        "tiny-org/tiny-llama",
+        "--output-dir",
+        str(output_dir),
+        *extra,
     ]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, cwd=NEUTRAL_CWD)
 

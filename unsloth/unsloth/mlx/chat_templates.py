@@ -31,7 +31,11 @@ def _mapping_prologue(mapping: Dict[str, str]) -> str:
         "{%- set roles = " + json.dumps(roles) + " -%}"
         "{%- set mapped = namespace(items=[]) -%}"
         "{%- for message in messages -%}"
-        "{%- set mapped.items = mapped.items + [{'role': roles.get(message[" + role_key + "], message[" + role_key + "]),"
+        "{%- set mapped.items = mapped.items + [{'role': roles.get(message["
+        + role_key
+        + "], message["
+        + role_key
+        + "]),"
         " 'content': message[" + content_key + "]}] -%}"
         "{%- endfor -%}"
         "{%- set messages = mapped.items -%}"

@@ -45,11 +45,7 @@ def requested_bits(load_in_4bit: Any, load_in_8bit: Any) -> Optional[int]:
 
 def _quantizable(path: str, module: Any) -> bool:
     weight = getattr(module, "weight", None)
-    return (
-        isinstance(module, (nn.Linear, nn.Embedding))
-        and weight is not None
-        and weight.shape[-1] % GROUP_SIZE == 0
-    )
+    return isinstance(module, (nn.Linear, nn.Embedding)) and weight is not None and weight.shape[-1] % GROUP_SIZE == 0
 
 
 def quantize_model(model: Any, bits: int) -> Any:

@@ -16,7 +16,9 @@ IGNORE_INDEX = -100
 Span = Tuple[int, int]
 
 
-def response_spans(text: str, instruction_part: str, response_part: str, last_response_only: bool = False) -> List[Span]:
+def response_spans(
+    text: str, instruction_part: str, response_part: str, last_response_only: bool = False
+) -> List[Span]:
     """Character spans from the end of each response marker up to the next instruction marker (or the end)."""
     spans: List[Span] = []
     position = 0
@@ -37,7 +39,9 @@ def token_pieces(tokenizer: Any, ids: Sequence[int]) -> List[str]:
     ids = [int(token) for token in ids]
     if hasattr(tokenizer, "batch_decode"):
         return list(
-            tokenizer.batch_decode([[token] for token in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            tokenizer.batch_decode(
+                [[token] for token in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False
+            )
         )
     return [tokenizer.decode([token]) for token in ids]
 
