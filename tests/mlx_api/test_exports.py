@@ -21,6 +21,12 @@ EXPORTS = [
     "mem_get_info",
     "reset_peak_memory_stats",
     "empty_cache",
+    "get_gpu_memory_stats",
+    "clear_gpu_memory",
+    "RawTextDataLoader",
+    "TextPreprocessor",
+    "FastVisionModel",
+    "UnslothVisionDataCollator",
 ]
 
 
