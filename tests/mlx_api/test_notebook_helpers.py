@@ -241,7 +241,9 @@ def test_max_seq_length_never_exceeds_the_length_the_model_was_loaded_for(load_p
 
     caplog.set_level(logging.WARNING)
     model, tokenizer = load_public(max_seq_length=100)
-    trainer = UnslothTrainer(model, tokenizer, chat_rows, args={"max_seq_length": 200, "max_steps": 1})
+    trainer = UnslothTrainer(
+        model, tokenizer, chat_rows, args={"max_seq_length": 200, "max_steps": 1, "output_dir": "unused"}
+    )
     assert trainer.args.max_seq_length == 100
     assert "max_seq_length=200 is longer than the model's maximum of 100" in caplog.text
     plain = UnslothTrainer(model, tokenizer, chat_rows, args=MLXTrainingConfig(max_steps=1, save_strategy="no"))
@@ -278,7 +280,13 @@ def test_explicit_eval_steps_with_an_eval_dataset_evaluates_by_steps(load_public
     trainer.train()
     evaluated = [entry["step"] for entry in trainer.state.log_history if "eval_loss" in entry]
     assert evaluated == [2, 4]
-    public = UnslothTrainer(model, tokenizer, chat_rows, chat_rows[:2], args={"max_steps": 2, "eval_steps": 1})
+    public = UnslothTrainer(
+        model,
+        tokenizer,
+        chat_rows,
+        chat_rows[:2],
+        args={"max_steps": 2, "eval_steps": 1, "save_strategy": "no", "output_dir": str(tmp_path / "b")},
+    )
     public.train()
     assert [entry["step"] for entry in public.state.log_history if "eval_loss" in entry] == [1, 2]
     assert caplog.text.count("evaluating every") == 1  # said once per process
