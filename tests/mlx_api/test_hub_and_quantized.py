@@ -168,3 +168,15 @@ def test_gguf_export_of_a_quantized_base_writes_the_dequantized_merge(
     # The converter reorders q and k rows for llama.cpp's rotary layout; v is written as it is.
     assert np.array_equal(np.array(written["blk.0.attn_v.weight"]).reshape(value.shape), value)
     assert type(model.layers[0].self_attn.q_proj.linear).__name__ == "QuantizedLinear"
+
+
+def test_a_quantized_model_saved_whole_loads_back_quantized(load_public, tmp_path) -> None:
+    from unsloth import FastLanguageModel
+
+    model, tokenizer = load_public(load_in_8bit=True)
+    model.save_pretrained(str(tmp_path / "whole"), tokenizer)
+    config = json.loads((tmp_path / "whole" / "config.json").read_text())
+    assert config["quantization"] == {"bits": 8, "group_size": 64}
+    reloaded, _ = FastLanguageModel.from_pretrained(str(tmp_path / "whole"))
+    assert type(reloaded.layers[0].mlp.down_proj).__name__ == "QuantizedLinear"
+    np.testing.assert_array_equal(_logits(reloaded, tokenizer), _logits(model, tokenizer))

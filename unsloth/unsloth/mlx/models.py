@@ -19,12 +19,13 @@ from types import MethodType
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import mlx.core as mx
+from mlx.utils import tree_flatten
 
 from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
-from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, apply_lora
+from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, apply_lora, lora_settings
 
-from .gguf import save_pretrained_gguf
+from .gguf import model_config, save_pretrained_gguf
 from .keywords import carries_value
 from .merged import save_pretrained_merged
 from .names import normalised_name
@@ -128,7 +129,19 @@ def _clamped_length(model: Any, requested: Optional[int]) -> int:
 
 def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = None) -> None:
     """Adapters (with their mlx_lm config) for a LoRA model, all weights otherwise."""
-    save_model_files(Path(save_directory), model, tokenizer)
+    folder = Path(save_directory)
+    quantization = model_quantization(model)
+    if quantization is None or lora_settings(model) is not None:
+        save_model_files(folder, model, tokenizer)
+        return
+    # A quantized base without LoRA is saved whole, its config saying how, so mlx_lm quantizes the skeleton to match.
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = dict(tree_flatten(model.parameters()))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    config = {**model_config(model), "quantization": quantization.as_dict()}
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(folder))
 
 
 def _save_pretrained_gguf(
