@@ -1,24 +1,29 @@
 """A CUDA-style Unsloth fine-tuning notebook, run unchanged on Apple silicon through the MLX backend.
 
-Each `# %%` block is one notebook cell as a Colab notebook written for CUDA would have it: TRL's imports,
-`SFTConfig` with the usual two dozen keywords, `SFTTrainer` in TRL's argument order, `.to("cuda")` and
-`torch.cuda` memory calls. Run it with a local model folder (nothing is downloaded):
+Each `# %%` block is one notebook cell as a Colab notebook written for CUDA would have it: a Hub id loaded with
+`load_in_4bit=True`, LoRA on top (QLoRA), the llama-3.1 chat template, a ShareGPT dataset standardised, TRL's
+`SFTConfig` / `SFTTrainer` in TRL's argument order with gradient accumulation, `train_on_responses_only`,
+`.to("cuda")`, `torch.cuda` and `unsloth.get_gpu_memory_stats()` memory calls, and a GGUF export:
 
-    python examples/mlx_notebook.py --model-dir path/to/llama-folder
+    python examples/mlx_notebook.py --model-name unsloth/Llama-3.2-1B-Instruct   # through the Hugging Face cache
+    python examples/mlx_notebook.py --model-dir path/to/llama-folder               # a local folder
 
-Without `--model-dir` it builds the repository's tiny random-weight llama (needs the repository checkout).
-`--peft-config` passes TRL's `peft_config=` as some notebooks do; on MLX that stops at construction, by name.
-On Linux, `UNSLOTH_MLX=1` switches the MLX backend on (mlx[cpu]); on Apple silicon it is on by default.
+Without either it builds the repository's tiny random-weight llama into a temporary Hugging Face cache and loads
+it by Hub id offline (needs the repository checkout). `--peft-config` passes TRL's `peft_config=` as some
+notebooks do; on MLX that stops at construction, by name. On Linux, `UNSLOTH_MLX=1` switches the MLX backend on
+(mlx[cpu]); on Apple silicon it is on by default.
 """
 
 # %% Settings (a notebook's first cell; here they come from the command line)
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--model-name", help="a Hugging Face Hub id (read through the Hugging Face cache, HF_HOME)")
 parser.add_argument(
     "--model-dir", help="a local Hugging Face-style llama folder (config.json, *.safetensors, tokenizer)"
 )
@@ -26,25 +31,34 @@ parser.add_argument("--output-dir", default="outputs_mlx_notebook")
 parser.add_argument("--peft-config", action="store_true", help="pass peft_config= to SFTTrainer (refused on MLX)")
 options = parser.parse_args()
 
-if options.model_dir is None:
-    # The repository's own tiny llama, so the notebook runs without any model download.
+if options.model_name is None and options.model_dir is None:
+    # The repository's own tiny llama, stored as a Hub cache entry so the Hub id path runs without a download.
+    hf_home = Path(tempfile.mkdtemp()) / "hf-home"
+    os.environ["HF_HOME"] = str(hf_home)
+    os.environ["HF_HUB_OFFLINE"] = "1"
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tools.tiny_mlx_model import build_tiny_mlx_model
 
-    options.model_dir = str(build_tiny_mlx_model(Path(tempfile.mkdtemp()) / "tiny-llama"))
+    repository = hf_home / "hub" / "models--unsloth-tiny--tiny-llama"
+    revision = "0" * 40
+    build_tiny_mlx_model(repository / "snapshots" / revision)
+    (repository / "refs").mkdir()
+    (repository / "refs" / "main").write_text(revision)
+    options.model_name = "unsloth-tiny/tiny-llama"
+model_name = options.model_name or options.model_dir
 output_dir = Path(options.output_dir)
 
-# %% Load the model (unsloth first, as in every Unsloth notebook)
-from unsloth import FastLanguageModel, is_bfloat16_supported  # noqa: E402
+# %% Load the model in 4 bits (unsloth first, as in every Unsloth notebook)
+from unsloth import FastLanguageModel, get_gpu_memory_stats, is_bfloat16_supported  # noqa: E402
 
 import torch  # noqa: E402
 
 max_seq_length = 2048  # longer than the tiny model's 512 positions: clamped, with a message
 dtype = None
-load_in_4bit = False  # MLX trains 16/32-bit LoRA; load_in_4bit=True is refused by name
+load_in_4bit = True  # MLX quantizes the base to 4 bits (group size 64); LoRA trains on top of it
 
 model, tokenizer = FastLanguageModel.from_pretrained(
-    model_name=options.model_dir,
+    model_name=model_name,
     max_seq_length=max_seq_length,
     dtype=dtype,
     load_in_4bit=load_in_4bit,
@@ -64,12 +78,12 @@ model = FastLanguageModel.get_peft_model(
     loftq_config=None,
 )
 
-# %% Data: chat conversations rendered by the chat template, which also closes each turn with the EOS
+# %% Data: ShareGPT conversations, standardised, rendered with the llama-3.1 chat template
 from datasets import Dataset  # noqa: E402
 
-from unsloth.chat_templates import get_chat_template, train_on_responses_only  # noqa: E402
+from unsloth.chat_templates import get_chat_template, standardize_sharegpt, train_on_responses_only  # noqa: E402
 
-tokenizer = get_chat_template(tokenizer, chat_template="zephyr")
+tokenizer = get_chat_template(tokenizer, chat_template="llama-3.1")
 facts = [
     ("What colour is the kettle?", "The kettle is red."),
     ("Where do bees carry pollen?", "Bees carry pollen to the hive."),
@@ -80,14 +94,15 @@ facts = [
     ("How many herons wait?", "Two herons wait in the reeds."),
     ("How slow is the library clock?", "The clock is four minutes slow."),
 ]
-conversations = [
-    [{"role": "user", "content": question}, {"role": "assistant", "content": answer}] for question, answer in facts
-]
-dataset = Dataset.from_list([{"conversations": conversation} for conversation in conversations])
+dataset = Dataset.from_list(
+    [{"conversations": [{"from": "human", "value": q}, {"from": "gpt", "value": a}]} for q, a in facts]
+)
+dataset = standardize_sharegpt(dataset)
 
 
 def formatting_prompts_func(examples):
-    texts = [tokenizer.apply_chat_template(conversation, tokenize=False) for conversation in examples["conversations"]]
+    convos = examples["conversations"]
+    texts = [tokenizer.apply_chat_template(convo, tokenize=False, add_generation_prompt=False) for convo in convos]
     return {"text": texts}
 
 
@@ -114,7 +129,7 @@ training_args = SFTConfig(
     dataset_num_proc=1,
     packing=False,
     per_device_train_batch_size=2,
-    gradient_accumulation_steps=2,
+    gradient_accumulation_steps=4,
     warmup_steps=5,
     max_steps=30,
     learning_rate=3e-3,
@@ -154,7 +169,11 @@ trainer = SFTTrainer(
     callbacks=[history],
     **extra,
 )
-trainer = train_on_responses_only(trainer, instruction_part="<|user|>\n", response_part="<|assistant|>\n")
+trainer = train_on_responses_only(
+    trainer,
+    instruction_part="<|start_header_id|>user<|end_header_id|>\n\n",
+    response_part="<|start_header_id|>assistant<|end_header_id|>\n\n",
+)
 
 # %% Memory before training, as CUDA notebooks print it
 gpu_stats = torch.cuda.get_device_properties(0)
@@ -162,6 +181,7 @@ start_gpu_memory = round(torch.cuda.max_memory_reserved() / 1024 / 1024 / 1024, 
 max_memory = round(gpu_stats.total_memory / 1024 / 1024 / 1024, 3)
 free_bytes, total_bytes = torch.cuda.mem_get_info()
 print(f"GPU = {gpu_stats.name}. Max memory = {max_memory} GB. {start_gpu_memory} GB of memory reserved.")
+print(get_gpu_memory_stats())
 
 trainer_stats = trainer.train()
 used_memory = round(torch.cuda.max_memory_reserved() / 1024 / 1024 / 1024, 3)
@@ -180,7 +200,8 @@ print(answer)
 # %% Save the adapters and a GGUF of the merged model
 model.save_pretrained(str(output_dir / "lora_model"))
 tokenizer.save_pretrained(str(output_dir / "lora_model"))
-gguf_path = model.save_pretrained_gguf(str(output_dir / "gguf_model"), tokenizer)
+gguf_path = model.save_pretrained_gguf(str(output_dir / "gguf_model"), tokenizer, quantization_method="f16")
+memory_after = get_gpu_memory_stats()
 
 print(
     json.dumps(
@@ -192,6 +213,10 @@ print(
             "total_bytes": total_bytes,
             "answer": answer,
             "gguf": str(gguf_path),
+            "quantized_base": type(model.layers[0].self_attn.q_proj.linear).__name__,
+            "trained_token_share": sum(int(m.sum()) for m in trainer.train_rows.masks)
+            / sum(m.size for m in trainer.train_rows.masks),
+            "memory_total_gb": memory_after["total_memory_gb"],
         }
     )
 )

@@ -21,6 +21,12 @@ EXPORTS = [
     "mem_get_info",
     "reset_peak_memory_stats",
     "empty_cache",
+    "get_gpu_memory_stats",
+    "clear_gpu_memory",
+    "RawTextDataLoader",
+    "TextPreprocessor",
+    "FastVisionModel",
+    "UnslothVisionDataCollator",
 ]
 
 
@@ -114,8 +120,8 @@ def test_get_peft_model_rslora_scales_by_square_root_of_rank(load_public) -> Non
 def test_model_loading_refuses_what_would_change_the_model(load_public, tiny_model_dir) -> None:
     from unsloth import FastLanguageModel
 
-    with pytest.raises(NotImplementedError, match=r"load_in_4bit=True"):
-        FastLanguageModel.from_pretrained(str(tiny_model_dir), load_in_4bit=True)
+    with pytest.raises(NotImplementedError, match=r"fast_inference=True"):
+        FastLanguageModel.from_pretrained(str(tiny_model_dir), fast_inference=True)
     with pytest.raises(NotImplementedError, match=r"does not support quantize_everything"):
         FastLanguageModel.from_pretrained(str(tiny_model_dir), quantize_everything=True)
     model, _ = load_public()
@@ -124,9 +130,9 @@ def test_model_loading_refuses_what_would_change_the_model(load_public, tiny_mod
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         FastLanguageModel.from_pretrained(
-            str(tiny_model_dir), token="hf_secret", device_map="sequential", load_in_4bit=False
+            str(tiny_model_dir), token="hf_secret", device_map="sequential", load_in_4bit=False, trust_remote_code=True
         )
-    expected = "FastLanguageModel.from_pretrained: token has no effect on MLX and is ignored"
+    expected = "FastLanguageModel.from_pretrained: trust_remote_code has no effect on MLX and is ignored"
     assert [str(item.message) for item in caught] == [expected]
 
 

@@ -18,8 +18,13 @@ import trl
 from unsloth import UnslothTrainer, UnslothTrainingArguments
 from unsloth.mlx import activation, trl_shim
 star = {{}}
-exec("from trl import *", star)
-stubs = [name for name in trl.__all__ if name not in ("SFTTrainer", "SFTConfig")]
+listed = list(trl.__all__)
+try:
+    exec("from trl import *", star)
+    star_error = None
+except Exception as error:
+    star_error = type(error).__name__ + ": " + str(error)
+stubs = [name for name in trl.__all__ if name.endswith("Trainer") and name != "SFTTrainer"]
 refusals = {{}}
 for name in stubs:
     try:
@@ -36,6 +41,8 @@ print(json.dumps({{
     "sft_config": issubclass(trl.SFTConfig, UnslothTrainingArguments),
     "epochs": [config.num_train_epochs, config.max_steps],
     "star": sorted(name for name in ("SFTTrainer", "SFTConfig") if name in star),
+    "star_error": star_error,
+    "listed": listed,
     "star_sft_is_ours": star.get("SFTTrainer") is UnslothTrainer,
     "stubs": stubs,
     "refusals": refusals,
@@ -46,20 +53,28 @@ print(json.dumps({{
     "stand_in": getattr(trl, trl_shim.STAND_IN_MARK, False),
     "patched": getattr(trl, trl_shim.PATCHED_MARK, False),
     "original_trainers": original_trainers,
+    "original_all": original_all,
     "torch_loaded": "torch" in sys.modules,
 }}))
 """
 
-BEFORE_NOTHING = "original_trainers = None"
+BEFORE_NOTHING = "original_trainers = None\noriginal_all = None"
 BEFORE_REAL_TRL = (
-    "import trl as real_trl\noriginal_trainers = sorted(n for n in real_trl.__all__ if n.endswith('Trainer'))"
+    "import trl as real_trl\noriginal_trainers = sorted(n for n in real_trl.__all__ if n.endswith('Trainer'))\n"
+    "original_all = list(real_trl.__all__)"
 )
 
 
 def _check_common(found: dict) -> None:
     assert found["sft_trainer"] and found["sft_config"]
     assert found["epochs"] == [3, -1]  # TRL's default of three epochs when no length is given
-    assert found["star"] == ["SFTConfig", "SFTTrainer"] and found["star_sft_is_ours"]
+    if found["stand_in"]:
+        assert found["star"] == ["SFTConfig", "SFTTrainer"] and found["star_sft_is_ours"]
+    else:
+        # The real trl keeps its whole listing; installed without its dependencies, a star import then fails on
+        # them as it does without unsloth.
+        assert "SFTTrainer" in found["listed"] and len(found["listed"]) > 20
+        assert found["star_error"] is not None and "No module named" in found["star_error"]
     assert found["stubs"] and set(found["refusals"]) == set(found["stubs"])
     for name, message in found["refusals"].items():
         assert message.startswith(f"{name} is not available on MLX: only SFT training")
@@ -85,8 +100,9 @@ def test_trl_imported_before_unsloth_is_patched_in_place(trl_situation: str) -> 
     found = run_python(PROBE.format(before=BEFORE_REAL_TRL))
     _check_common(found)
     assert found["patched"] and not found["stand_in"]
-    # Every trainer the real trl listed, except SFT, became a refusing stub.
+    # Every trainer the real trl listed, except SFT, became a refusing stub, and nothing left the listing.
     assert sorted(found["stubs"]) == [name for name in found["original_trainers"] if name != "SFTTrainer"]
+    assert found["listed"] == found["original_all"]
 
 
 def test_stand_in_is_not_offered_while_the_gate_is_off(trl_situation: str) -> None:

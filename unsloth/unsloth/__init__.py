@@ -19,11 +19,13 @@ with _contextlib.suppress(Exception):
 
 # The MLX switch must not fail the import either, but a broken setup is reported rather than hidden.
 try:
-    from .mlx.activation import activate as _activate_mlx
+    from .mlx.activation import activate as _activate_mlx, gate_reason as _gate_reason
 
     _ON_MLX = _activate_mlx()
+    _MLX_GATE_REASON = _gate_reason()
 except Exception as _error:
     _ON_MLX = False
+    _MLX_GATE_REASON = f"switching to it failed: {_error!r}"
     _warnings.warn(f"unsloth could not switch to the MLX backend: {_error!r}", RuntimeWarning, stacklevel=2)
 
 # Off MLX, an installed trl gets its dataset maps sized by the policy, patched when the program imports it.
@@ -46,6 +48,12 @@ _MLX_EXPORTS = {
     "empty_cache": "unsloth.mlx",
     "get_chat_template": "unsloth.chat_templates",
     "train_on_responses_only": "unsloth.chat_templates",
+    "get_gpu_memory_stats": "unsloth.mlx.memory",
+    "clear_gpu_memory": "unsloth.mlx.memory",
+    "RawTextDataLoader": "unsloth.mlx.raw_text",
+    "TextPreprocessor": "unsloth.mlx.raw_text",
+    "FastVisionModel": "unsloth.mlx.vision",
+    "UnslothVisionDataCollator": "unsloth.mlx.vision",
 }
 
 
@@ -57,4 +65,8 @@ def __getattr__(name):
         value = getattr(importlib.import_module(_MLX_EXPORTS[name]), name)
         globals()[name] = value
         return value
+    if name in _MLX_EXPORTS:
+        from .mlx.gate_message import missing_name_error
+
+        raise missing_name_error(name, _MLX_GATE_REASON)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`train_on_responses_only` and `get_chat_template`.
+"""`train_on_responses_only`, `get_chat_template` and the dataset-format helpers notebooks import from here.
 
 A `datasets`-backed trainer gets the zoo's label masking, with `num_proc` written so serial never becomes
-auto; a trainer built by the MLX backend gets the MLX masking instead.
+auto; a trainer built by the MLX backend gets the MLX masking instead. Markers left unset are read from the
+chat family the tokenizer was given (`unsloth.mlx.chat_families`, the one table of formats and markers).
 """
 
 from __future__ import annotations
@@ -13,8 +14,16 @@ from typing import Any, Optional
 
 import unsloth_num_proc
 
-DEFAULT_INSTRUCTION_PART = "<|user|>\n"
-DEFAULT_RESPONSE_PART = "<|assistant|>\n"
+from .mlx.chat_families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART, FAMILIES, family_of_template
+from .mlx.sharegpt import standardize_data_formats, standardize_sharegpt, to_sharegpt
+
+__all__ = [
+    "get_chat_template",
+    "train_on_responses_only",
+    "standardize_sharegpt",
+    "standardize_data_formats",
+    "to_sharegpt",
+]
 # The zoo reads an int request of 1 as in-process, so this is the safe value when no policy loads.
 NO_POLICY_NUM_PROC = 1
 
@@ -34,28 +43,75 @@ def _is_mlx_trainer(trainer: Any) -> bool:
 
 
 def get_chat_template(tokenizer: Any, *args: Any, **kwargs: Any) -> Any:
-    """Give `tokenizer` one of the common chat formats (chatml, zephyr, llama-3) as its chat template."""
+    """Give `tokenizer` a family's chat format (llama-3.1, qwen-2.5, gemma-3, ...) or a (template, eos) tuple."""
     from .mlx.chat_templates import get_chat_template as apply_chat_format
 
     return apply_chat_format(tokenizer, *args, **kwargs)
+
+
+def _trainer_tokenizer(trainer: Any, tokenizer: Any) -> Any:
+    found = tokenizer
+    for attribute in ("processing_class", "tokenizer"):
+        if found is None:
+            found = getattr(trainer, attribute, None)
+    # A processor (text and images) keeps the text tokenizer at `.tokenizer`.
+    return getattr(found, "tokenizer", None) or found
+
+
+def resolve_markers(tokenizer: Any, instruction_part: Optional[str], response_part: Optional[str]) -> tuple:
+    """Markers left as None come from the tokenizer's chat family, else the zephyr-style defaults."""
+    name = getattr(tokenizer, "unsloth_chat_family", None) or family_of_template(
+        getattr(tokenizer, "chat_template", None)
+    )
+    family = FAMILIES.get(name) if name else None
+    default_instruction = family.instruction_part if family else DEFAULT_INSTRUCTION_PART
+    default_response = family.response_part if family else DEFAULT_RESPONSE_PART
+    return (
+        default_instruction if instruction_part is None else instruction_part,
+        default_response if response_part is None else response_part,
+    )
 
 
 def train_on_responses_only(
     trainer: Any,
     instruction_part: Optional[str] = None,
     response_part: Optional[str] = None,
+    force_match: bool = True,
+    tokenizer: Any = None,
+    return_function: bool = False,
     num_proc: Any = None,
+    last_response_only: bool = False,
 ) -> Any:
-    """Mask every split's labels to the assistant's responses; num_proc None auto-sizes, 0/1 stays in-process."""
+    """Mask every split's labels to the assistant's responses; num_proc None auto-sizes, 0/1 stays in-process.
+
+    `return_function=True` returns the batched `map()` function that adds `labels` instead of changing a trainer.
+    """
+    text_tokenizer = _trainer_tokenizer(trainer, tokenizer)
+    instruction_part, response_part = resolve_markers(text_tokenizer, instruction_part, response_part)
+    if return_function:
+        if text_tokenizer is None:
+            raise ValueError("train_on_responses_only(return_function=True) needs tokenizer= or a trainer holding one")
+        from .mlx.response_spans import labels_function
+
+        return labels_function(text_tokenizer, instruction_part, response_part, force_match, last_response_only)
     if _is_mlx_trainer(trainer):
         from .mlx.responses_only import train_on_responses_only as mlx_train_on_responses_only
 
-        return mlx_train_on_responses_only(trainer, instruction_part, response_part, num_proc=num_proc)
+        return mlx_train_on_responses_only(
+            trainer,
+            instruction_part,
+            response_part,
+            force_match=force_match,
+            num_proc=num_proc,
+            last_response_only=last_response_only,
+        )
+    if last_response_only or not force_match:
+        raise NotImplementedError(
+            "train_on_responses_only on a datasets-backed trainer masks every response by exact token match; for "
+            "last_response_only=True or force_match=False, map the function from return_function=True over the dataset"
+        )
     from unsloth_zoo.dataset_utils import train_on_responses_only as zoo_train_on_responses_only
 
     return zoo_train_on_responses_only(
-        trainer,
-        instruction_part if instruction_part is not None else DEFAULT_INSTRUCTION_PART,
-        response_part if response_part is not None else DEFAULT_RESPONSE_PART,
-        num_proc=responses_only_num_proc(trainer, num_proc),
+        trainer, instruction_part, response_part, num_proc=responses_only_num_proc(trainer, num_proc)
     )

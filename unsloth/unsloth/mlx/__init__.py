@@ -25,6 +25,13 @@ _PUBLIC = {
     "save_pretrained_gguf": "gguf",
     "load_gguf_model": "gguf_reload",
     "SFTConfig": "trl_shim",
+    "get_gpu_memory_stats": "memory",
+    "clear_gpu_memory": "memory",
+    "save_pretrained_merged": "merged",
+    "RawTextDataLoader": "raw_text",
+    "TextPreprocessor": "raw_text",
+    "FastVisionModel": "vision",
+    "UnslothVisionDataCollator": "vision",
 }
 
 __all__ = sorted(_PUBLIC)

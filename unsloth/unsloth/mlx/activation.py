@@ -25,6 +25,15 @@ def mlx_backend_enabled() -> bool:
     return use_mlx_backend()
 
 
+def gate_reason() -> str:
+    """Why the MLX path is on or off here, in the gate's own words (or why the gate could not be asked)."""
+    try:
+        from unsloth_zoo.mlx.gate import decide_backend
+    except ImportError as error:
+        return f"unsloth_zoo with its MLX backend is not installed ({error})"
+    return decide_backend().reason
+
+
 def _patch_torch(torch: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.torch_shims").apply_torch_shims(torch)
 

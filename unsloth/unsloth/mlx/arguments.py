@@ -22,13 +22,51 @@ from .names import mlx_optimizer, mlx_schedule
 BACKEND_FIELDS = frozenset(MLXTrainingConfig.__dataclass_fields__)
 SAMPLING_STRATEGIES = {"random": None, "sequential": "sequential"}
 SAMPLING_KEYWORD = "train_sampling_strategy"
-KNOWN_KEYWORDS = BACKEND_FIELDS | set(ALIASES) | set(INERT_KEYWORDS) | set(DEFAULT_ONLY_KEYWORDS) | {SAMPLING_KEYWORD}
+# Keywords the public trainer honours itself, kept as attributes of the arguments (not backend config fields).
+TRAINER_KEYWORDS = frozenset({"dataset_kwargs", "embedding_learning_rate", "preserve_dataset_order"})
+# Carried from one arguments object to the trainer's own copy (rebuilt from the backend fields), unless the
+# trainer call itself passes one of the keywords that set it.
+CARRIED_ATTRIBUTES = {
+    "skip_prepare_dataset": ("dataset_kwargs",),
+    "embedding_learning_rate": ("embedding_learning_rate",),
+    "eval_strategy_unset": ("eval_strategy", "evaluation_strategy", "eval_steps"),
+}
+KNOWN_KEYWORDS = (
+    BACKEND_FIELDS
+    | set(ALIASES)
+    | set(INERT_KEYWORDS)
+    | set(DEFAULT_ONLY_KEYWORDS)
+    | {SAMPLING_KEYWORD}
+    | TRAINER_KEYWORDS
+)
+SUPPORTED_DATASET_KWARGS = frozenset({"skip_prepare_dataset"})
 
 
 class Translation(NamedTuple):
     values: Dict[str, Any]
     ignored: List[str]
     max_seq_length_source: Optional[str]
+    skip_prepare_dataset: bool = False
+    embedding_learning_rate: Optional[float] = None
+
+
+def _trainer_keywords(requested: Mapping[str, Any]) -> Tuple[bool, Optional[float], bool]:
+    """(skip_prepare_dataset, embedding_learning_rate, preserve_dataset_order), refusing dataset_kwargs MLX ignores."""
+    dataset_kwargs = dict(requested.get("dataset_kwargs") or {})
+    unsupported = sorted(set(dataset_kwargs) - SUPPORTED_DATASET_KWARGS)
+    if unsupported:
+        raise NotImplementedError(
+            f"dataset_kwargs={{{', '.join(repr(key) for key in unsupported)}: ...}} is not supported on MLX; "
+            "only skip_prepare_dataset is (pass an already tokenized dataset with input_ids)"
+        )
+    rate = requested.get("embedding_learning_rate")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate < 0):
+        raise ValueError(f"embedding_learning_rate must be a non-negative number, got {rate!r}")
+    return (
+        bool(dataset_kwargs.get("skip_prepare_dataset", False)),
+        None if rate is None else float(rate),
+        bool(plain_value(requested.get("preserve_dataset_order"))),
+    )
 
 
 def requested_values(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Dict[str, Any]:
@@ -110,6 +148,7 @@ def translate(requested: Dict[str, Any], epochs_when_length_unset: Optional[int]
     """Backend config values for a notebook's keywords, the CUDA-only ones that asked for something, and where
     max_seq_length came from."""
     refuse_unsupported(requested)
+    skip_prepare, embedding_rate, preserve_order = _trainer_keywords(requested)
     ignored = [
         name for name in requested if name in INERT_KEYWORDS and carries_value(requested[name], INERT_KEYWORDS[name])
     ]
@@ -119,6 +158,8 @@ def translate(requested: Dict[str, Any], epochs_when_length_unset: Optional[int]
     )
     if SAMPLING_STRATEGIES.get(sampling) and "dataset_order" not in values:
         values["dataset_order"] = SAMPLING_STRATEGIES[sampling]
+    if preserve_order and "dataset_order" not in values:
+        values["dataset_order"] = "sequential"
     epochs = values.get("num_train_epochs")
     if isinstance(epochs, float) and epochs.is_integer():
         values["num_train_epochs"] = int(epochs)
@@ -139,7 +180,7 @@ def translate(requested: Dict[str, Any], epochs_when_length_unset: Optional[int]
     values.setdefault("max_grad_norm", 1.0)
     # Left open so the trainer can choose: the model's own max_seq_length, then max_length, then 1024.
     values.setdefault("max_seq_length", None)
-    return Translation(values, ignored, source)
+    return Translation(values, ignored, source, skip_prepare, embedding_rate)
 
 
 def warn_ignored(names: List[str], owner: str = "UnslothTrainingArguments") -> None:
@@ -163,4 +204,6 @@ class UnslothTrainingArguments(MLXTrainingConfig):
         translation = translate(requested_values(args, kwargs), type(self).epochs_when_length_unset)
         super().__init__(**translation.values)
         self.max_seq_length_source = translation.max_seq_length_source
+        self.skip_prepare_dataset = translation.skip_prepare_dataset
+        self.embedding_learning_rate = translation.embedding_learning_rate
         warn_ignored(translation.ignored, type(self).__name__)

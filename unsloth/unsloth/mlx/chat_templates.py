@@ -1,92 +1,100 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`get_chat_template`: give a tokenizer one of a few common chat formats, written as Jinja here.
+"""`get_chat_template`: give a tokenizer one of the families' chat formats, rendered by its `apply_chat_template`.
 
-With `map_eos_token=True` (the default) every turn ends with the tokenizer's own EOS token instead of the format's
-end marker, so a model trained on these texts learns to stop without the trainer appending anything.
+The formats live in `chat_families`. A `mapping` (ShareGPT's from/value) and a default `system_message` are
+handled by a short Jinja prologue in front of the family's own template, so the family's text is never rewritten.
+With `map_eos_token=True` the family's end-of-turn marker becomes the tokenizer's EOS when the vocabulary holds it
+as one token, so generation stops at the end of a turn; the rendered text is the family's either way.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+import logging
+from typing import Any, Dict, Optional, Tuple, Union
 
+from .chat_families import FAMILIES, family_name
 
-class ChatFormat(NamedTuple):
-    role_open: str
-    role_close: str
-    turn_end: str
-    starts_with_bos: bool
+logger = logging.getLogger(__name__)
 
-
-FORMATS: Dict[str, ChatFormat] = {
-    "chatml": ChatFormat("<|im_start|>", "\n", "<|im_end|>", False),
-    "zephyr": ChatFormat("<|", "|>\n", "</s>", False),
-    "llama-3": ChatFormat("<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", True),
-}
-ALIASES = {"llama3": "llama-3", "llama-3.1": "llama-3", "llama-31": "llama-3", "unsloth": "chatml"}
 DEFAULT_MAPPING = {"role": "role", "content": "content", "user": "user", "assistant": "assistant", "system": "system"}
+# The tokenizer attribute naming the family applied, read by train_on_responses_only.
+FAMILY_ATTRIBUTE = "unsloth_chat_family"
 
 
-def _literal(text: str) -> str:
-    # JSON string syntax is also Jinja string syntax, escapes included.
-    return json.dumps(text)
-
-
-def format_name(chat_template: str) -> str:
-    name = ALIASES.get(chat_template, chat_template)
-    if name not in FORMATS:
-        choices = ", ".join(sorted({*FORMATS, *ALIASES}))
-        raise ValueError(f"chat_template={chat_template!r} is not available on MLX; choose one of {choices}")
-    return name
-
-
-def response_parts(chat_template: str) -> Tuple[str, str]:
-    """The (instruction_part, response_part) markers `train_on_responses_only` needs for this format."""
-    chat = FORMATS[format_name(chat_template)]
-    return chat.role_open + "user" + chat.role_close, chat.role_open + "assistant" + chat.role_close
-
-
-def _emit(expression: str) -> str:
-    return "{{ " + expression + " }}"
-
-
-def _turn(chat: ChatFormat, role: str, content: str, turn_end: str) -> str:
-    """One turn: role header, content and end marker, each a Jinja expression."""
-    header = _emit(_literal(chat.role_open)) + _emit(role) + _emit(_literal(chat.role_close))
-    return header + _emit(content) + _emit(turn_end) + _emit(_literal("\n"))
-
-
-def render_template(
-    chat: ChatFormat, mapping: Dict[str, str], map_eos_token: bool, system_message: Optional[str]
-) -> str:
-    """The Jinja source: roles read through `mapping` (ShareGPT's from/value too), each turn closed by its marker."""
+def _mapping_prologue(mapping: Dict[str, str]) -> str:
+    """Jinja that rewrites `messages` into role/content dicts with the standard role names."""
     roles = {mapping[role]: role for role in ("user", "assistant", "system")}
-    role_of = f"roles.get(message[{_literal(mapping['role'])}], message[{_literal(mapping['role'])}])"
-    content_of = f"message[{_literal(mapping['content'])}]"
-    turn_end = "eos_token" if map_eos_token else _literal(chat.turn_end)
-    parts = ["{%- set roles = " + json.dumps(roles) + " -%}"]
-    if chat.starts_with_bos:
-        parts.append("{%- if bos_token %}" + _emit("bos_token") + "{% endif -%}")
-    if system_message is not None:
-        first_role = f"roles.get(messages[0][{_literal(mapping['role'])}])"
-        parts.append("{%- if messages|length == 0 or " + first_role + ' != "system" -%}')
-        parts.append(_turn(chat, _literal("system"), _literal(system_message), turn_end) + "{%- endif -%}")
-    parts.append("{%- for message in messages -%}" + _turn(chat, role_of, content_of, turn_end) + "{%- endfor -%}")
-    generation_header = _emit(_literal(chat.role_open)) + "assistant" + _emit(_literal(chat.role_close))
-    parts.append("{%- if add_generation_prompt -%}" + generation_header + "{%- endif -%}")
-    return "".join(parts)
+    role_key, content_key = json.dumps(mapping["role"]), json.dumps(mapping["content"])
+    return (
+        "{%- set roles = " + json.dumps(roles) + " -%}"
+        "{%- set mapped = namespace(items=[]) -%}"
+        "{%- for message in messages -%}"
+        "{%- set mapped.items = mapped.items + [{'role': roles.get(message["
+        + role_key
+        + "], message["
+        + role_key
+        + "]),"
+        " 'content': message[" + content_key + "]}] -%}"
+        "{%- endfor -%}"
+        "{%- set messages = mapped.items -%}"
+    )
+
+
+def _system_prologue(system_message: str) -> str:
+    """Jinja that puts `system_message` first unless the conversation brings its own system turn."""
+    turn = "{'role': 'system', 'content': " + json.dumps(system_message) + "}"
+    return (
+        "{%- if not messages or messages[0]['role'] != 'system' -%}"
+        "{%- set messages = [" + turn + "] + messages -%}"
+        "{%- endif -%}"
+    )
+
+
+def _single_token(tokenizer: Any, text: str) -> bool:
+    vocabulary = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    return text in vocabulary
+
+
+def _map_eos(tokenizer: Any, stop_marker: Optional[str]) -> None:
+    """Make `stop_marker` the EOS when the vocabulary already holds it; never adds tokens (the model's size is fixed)."""
+    if stop_marker is None or getattr(tokenizer, "eos_token", None) == stop_marker:
+        return
+    if _single_token(tokenizer, stop_marker):
+        tokenizer.eos_token = stop_marker
+        return
+    logger.info(
+        "map_eos_token: %r is not one token of this tokenizer, so the EOS stays %r", stop_marker, tokenizer.eos_token
+    )
+
+
+def _template_and_stop(chat_template: Union[str, Tuple[str, str]]) -> Tuple[str, Optional[str], Optional[str]]:
+    """(jinja source, stop marker, family name) for a table name or a (template, eos_token) tuple."""
+    if isinstance(chat_template, (tuple, list)):
+        if len(chat_template) != 2 or not all(isinstance(part, str) for part in chat_template):
+            raise ValueError("a chat_template tuple must be (jinja_template, eos_token), two strings")
+        return chat_template[0], chat_template[1], None
+    name = family_name(chat_template)
+    family = FAMILIES[name]
+    return family.template, family.stop_marker, name
 
 
 def get_chat_template(
     tokenizer: Any,
-    chat_template: str = "chatml",
+    chat_template: Union[str, Tuple[str, str]] = "chatml",
     mapping: Optional[Dict[str, str]] = None,
     map_eos_token: bool = True,
     system_message: Optional[str] = None,
 ) -> Any:
-    """Set `tokenizer.chat_template` to the named format and return the tokenizer."""
-    chat = FORMATS[format_name(chat_template)]
+    """Set `tokenizer.chat_template` to the named family's format (or a (template, eos_token) tuple); returns it."""
+    template, stop_marker, name = _template_and_stop(chat_template)
     full_mapping = {**DEFAULT_MAPPING, **(mapping or {})}
-    tokenizer.chat_template = render_template(chat, full_mapping, map_eos_token, system_message)
+    prologue = "" if full_mapping == DEFAULT_MAPPING else _mapping_prologue(full_mapping)
+    if system_message is not None:
+        prologue += _system_prologue(system_message)
+    tokenizer.chat_template = prologue + template
+    if map_eos_token:
+        _map_eos(tokenizer, stop_marker)
+    setattr(tokenizer, FAMILY_ATTRIBUTE, name)
     return tokenizer

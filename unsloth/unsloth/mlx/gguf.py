@@ -19,6 +19,7 @@ from mlx.utils import tree_flatten
 from unsloth_zoo.mlx.checkpoint import SOURCE_PATH_ATTRIBUTE
 
 from .names import normalised_name
+from .quantize import dequantized_copy
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral")
 # Each method and the dtype weights are cast to first; None keeps the model's own dtype.
@@ -60,6 +61,7 @@ def save_pretrained_gguf(
     model: Any, save_directory: str | Path, tokenizer: Any, quantization_method: Any = "not_quantized"
 ) -> Path:
     """Write `unsloth.<TYPE>.gguf`, with the tokenizer and config it is built from, into `save_directory`."""
+    model = dequantized_copy(model)
     method = normalised_name(quantization_method)
     if method not in QUANTIZATION_METHODS:
         raise NotImplementedError(

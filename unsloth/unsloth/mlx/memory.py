@@ -135,3 +135,45 @@ def is_bfloat16_supported() -> bool:
     except Exception:
         return False
     return True
+
+
+def current_device() -> int:
+    """The one MLX device, as CUDA ordinal 0."""
+    return 0
+
+
+def set_device(device: Any) -> None:
+    """Accept device 0 (or "cuda" / "cuda:0"); MLX has one device, so any other is an error, not a silent no-op."""
+    # A torch.device carries its ordinal at .index (strings have an unrelated .index method).
+    index = device if isinstance(device, (str, int)) else getattr(device, "index", device)
+    if isinstance(index, str):
+        text = index.split(":", 1)
+        index = 0 if text[0].strip().lower() == "cuda" and (len(text) == 1 or text[1].strip() == "0") else index
+    if index not in (0, None):
+        raise ValueError(f"set_device({device!r}): MLX has a single device, 0")
+
+
+_GIB = 1024**3
+
+
+def get_gpu_memory_stats() -> Dict[str, Any]:
+    """The figures notebooks print before and after training, in GB rounded to 3 places, with the device name."""
+    free, total = mem_get_info()
+    return {
+        "device": device_name(),
+        "total_memory_gb": round(total / _GIB, 3),
+        "allocated_gb": round(memory_allocated() / _GIB, 3),
+        "reserved_gb": round(memory_reserved() / _GIB, 3),
+        "max_allocated_gb": round(max_memory_allocated() / _GIB, 3),
+        "max_reserved_gb": round(max_memory_reserved() / _GIB, 3),
+        "free_gb": round(free / _GIB, 3),
+    }
+
+
+def clear_gpu_memory() -> None:
+    """Collect unreachable Python objects (and the arrays they hold), then return MLX's cached buffers."""
+    import gc
+
+    gc.collect()
+    mx.synchronize()
+    mx.clear_cache()

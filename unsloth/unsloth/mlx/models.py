@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`FastLanguageModel` on MLX: load a local model folder through the zoo's loader and put LoRA on it.
+"""`FastLanguageModel` on MLX: load a local folder or a Hub id through the zoo's loader, quantize it on request
+(`load_in_4bit` / `load_in_8bit`), and put LoRA on it (QLoRA on a quantized base).
 
 Keywords a CUDA notebook passes that only steer CUDA are accepted with one warning; keywords that would load or
-adapt a different model than MLX can (4-bit, DoRA, LoftQ, extra trained modules) are refused by name.
+adapt a different model than MLX can (DoRA, LoftQ, extra trained modules) are refused by name. A folder holding
+only a saved adapter loads its base (quantized as it was when trained) with the adapter on top.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import warnings
@@ -16,14 +19,17 @@ from types import MethodType
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import mlx.core as mx
+from mlx.utils import tree_flatten
 
-from unsloth_zoo.mlx.checkpoint import save_model_files
-from unsloth_zoo.mlx.loading import load_model
-from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, apply_lora
+from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files
+from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
+from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, apply_lora, lora_settings
 
-from .gguf import save_pretrained_gguf
+from .gguf import model_config, save_pretrained_gguf
 from .keywords import carries_value
+from .merged import save_pretrained_merged
 from .names import normalised_name
+from .quantize import model_quantization, quantize_model, requested_bits
 from .trainer_config import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, model_context_limit
 
 logger = logging.getLogger(__name__)
@@ -32,8 +38,10 @@ DEFAULT_MAX_SEQ_LENGTH = 2048
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 _OFF = (None, False)
 
+BASE_MODEL_ATTRIBUTE = "unsloth_base_model"
+LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit")
+
 LOAD_INERT = {
-    "token": (None,),
     "device_map": (None, "sequential", "auto"),
     "trust_remote_code": _OFF,
     "attn_implementation": (None,),
@@ -48,11 +56,8 @@ LOAD_INERT = {
     "load_in_16bit": (None, False, True),
 }
 LOAD_DEFAULT_ONLY = {
-    "load_in_4bit": _OFF,
-    "load_in_8bit": _OFF,
     "fast_inference": _OFF,
     "rope_scaling": (None,),
-    "revision": (None,),
     "resize_model_vocab": (None,),
     "float8_kv_cache": _OFF,
     "fix_tokenizer": (None, True),
@@ -74,9 +79,11 @@ PEFT_DEFAULT_ONLY = {
 }
 
 
-def _check_keywords(owner: str, given: Dict[str, Any], inert: Dict[str, Tuple], default_only: Dict[str, Tuple]) -> None:
+def _check_keywords(
+    owner: str, given: Dict[str, Any], inert: Dict[str, Tuple], default_only: Dict[str, Tuple], used: Tuple = ()
+) -> None:
     """Refuse unknown and changed default-only keywords, all named at once; one warning names inert ones set."""
-    unknown = sorted(set(given) - set(inert) - set(default_only))
+    unknown = sorted(set(given) - set(inert) - set(default_only) - set(used))
     if unknown:
         raise NotImplementedError(f"{owner} on MLX does not support {', '.join(unknown)}")
     changed = [
@@ -87,7 +94,7 @@ def _check_keywords(owner: str, given: Dict[str, Any], inert: Dict[str, Tuple], 
     if changed:
         raise NotImplementedError(
             f"{owner} on MLX cannot honour {', '.join(changed)}; leave them at the default "
-            "(MLX trains 16/32-bit LoRA or full fine-tunes)"
+            "(MLX trains LoRA on a 16/32-bit, 4-bit or 8-bit base, or full fine-tunes)"
         )
     ignored = [name for name in given if name in inert and carries_value(given[name], inert[name])]
     if ignored:
@@ -122,7 +129,19 @@ def _clamped_length(model: Any, requested: Optional[int]) -> int:
 
 def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = None) -> None:
     """Adapters (with their mlx_lm config) for a LoRA model, all weights otherwise."""
-    save_model_files(Path(save_directory), model, tokenizer)
+    folder = Path(save_directory)
+    quantization = model_quantization(model)
+    if quantization is None or lora_settings(model) is not None:
+        save_model_files(folder, model, tokenizer)
+        return
+    # A quantized base without LoRA is saved whole, its config saying how, so mlx_lm quantizes the skeleton to match.
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = dict(tree_flatten(model.parameters()))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    config = {**model_config(model), "quantization": quantization.as_dict()}
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(folder))
 
 
 def _save_pretrained_gguf(
@@ -131,27 +150,78 @@ def _save_pretrained_gguf(
     return save_pretrained_gguf(model, save_directory, tokenizer, quantization_method)
 
 
+def _adapter_config(folder: Path) -> Optional[Dict[str, Any]]:
+    """The adapter config of a folder that holds a saved adapter and no model of its own."""
+    path = folder / ADAPTER_CONFIG_FILE
+    if not path.is_file() or (folder / "config.json").is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _with_adapter(model: Any, folder: Path, adapter: Dict[str, Any]) -> Any:
+    """LoRA as the adapter config describes it, then the saved adapter weights on top."""
+    parameters = adapter["lora_parameters"]
+    apply_lora(
+        model,
+        rank=parameters["rank"],
+        alpha=parameters["scale"] * parameters["rank"],
+        dropout=parameters.get("dropout", 0.0),
+        target_modules=tuple(key.rsplit(".", 1)[-1] for key in parameters["keys"]),
+        num_layers=adapter.get("num_layers"),
+        base_model=adapter.get("base_model_name_or_path"),
+        quantization=adapter.get("quantization"),
+    )
+    model.load_weights(str(folder / ADAPTERS_FILE), strict=False)
+    mx.eval(model.parameters())
+    return model
+
+
 class FastLanguageModel:
     @staticmethod
     def from_pretrained(
         model_name: str | Path,
         max_seq_length: Optional[int] = None,
         dtype: Any = None,
+        load_in_4bit: bool = False,
         full_finetuning: bool = False,
         **kwargs: Any,
     ) -> Tuple[Any, Any]:
-        """The model in the local folder `model_name` and its Hugging Face tokenizer; nothing is downloaded.
+        """The model (a local folder or a Hub id) and its Hugging Face tokenizer.
 
-        `full_finetuning` needs no switch here: a model that never gets LoRA trains every weight.
+        `load_in_4bit=True` / `load_in_8bit=True` quantize the base (group size 64); `full_finetuning` needs no
+        switch here, since a model that never gets LoRA trains every weight, but a quantized base cannot be.
         """
-        _check_keywords("FastLanguageModel.from_pretrained", kwargs, LOAD_INERT, LOAD_DEFAULT_ONLY)
-        model, wrapper = load_model(model_name)
+        _check_keywords("FastLanguageModel.from_pretrained", kwargs, LOAD_INERT, LOAD_DEFAULT_ONLY, LOAD_USED)
+        bits = requested_bits(load_in_4bit, kwargs.get("load_in_8bit"))
+        if bits is not None and full_finetuning:
+            raise NotImplementedError(
+                f"full_finetuning=True with load_in_{bits}bit=True: quantized weights cannot be trained on MLX; "
+                "load the model unquantized for a full fine-tune, or train LoRA adapters on the quantized base"
+            )
+        token, revision = kwargs.get("token"), kwargs.get("revision")
+        folder = resolve_model_folder(model_name, token=token, revision=revision)
+        adapter = _adapter_config(folder)
+        if adapter is not None:
+            base = adapter.get("base_model_name_or_path")
+            if not base:
+                raise ValueError(f"{folder} holds an adapter without base_model_name_or_path; load its base instead")
+            if bits is None and adapter.get("quantization"):
+                bits = int(adapter["quantization"]["bits"])
+            model, tokenizer = FastLanguageModel.from_pretrained(
+                base, max_seq_length, dtype, load_in_4bit=bits == 4, load_in_8bit=bits == 8, token=token
+            )
+            return _with_adapter(model, folder, adapter), tokenizer
+        model, wrapper = load_model(folder)
         chosen = _dtype(dtype)
         if chosen is not None:
             model.set_dtype(chosen)
+        if bits is not None:
+            quantize_model(model, bits)
+        setattr(model, BASE_MODEL_ATTRIBUTE, str(model_name))
         setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))
         model.save_pretrained = MethodType(_save_pretrained, model)
         model.save_pretrained_gguf = MethodType(_save_pretrained_gguf, model)
+        model.save_pretrained_merged = MethodType(save_pretrained_merged, model)
         # mlx_lm wraps the tokenizer for streaming decode; notebooks call the Hugging Face tokenizer inside directly.
         tokenizer = getattr(wrapper, "_tokenizer", wrapper)
         return model, tokenizer
@@ -174,7 +244,16 @@ class FastLanguageModel:
         # rsLoRA scales by alpha / sqrt(r) instead of alpha / r; the backend divides by r, so alpha carries sqrt(r).
         alpha = lora_alpha * math.sqrt(r) if use_rslora else lora_alpha
         mx.random.seed(int(random_state))
-        apply_lora(model, rank=r, alpha=alpha, dropout=lora_dropout, target_modules=targets)
+        quantization = model_quantization(model)
+        apply_lora(
+            model,
+            rank=r,
+            alpha=alpha,
+            dropout=lora_dropout,
+            target_modules=targets,
+            base_model=getattr(model, BASE_MODEL_ATTRIBUTE, None),
+            quantization=None if quantization is None else quantization.as_dict(),
+        )
         if max_seq_length is not None:
             setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))
         return model

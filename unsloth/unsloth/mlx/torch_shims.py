@@ -26,6 +26,8 @@ CUDA_MEMORY_FUNCTIONS = {
     "synchronize": memory.synchronize,
     "device_count": memory.device_count,
     "get_device_properties": memory.get_device_properties,
+    "current_device": memory.current_device,
+    "set_device": memory.set_device,
 }
 
 

@@ -4,7 +4,8 @@
 
 The MLX order is `(model, tokenizer, train_dataset, eval_dataset)`; TRL's is `(model, args, data_collator,
 train_dataset, eval_dataset, processing_class, ...)`. The second positional tells them apart: training arguments
-mean TRL's order, anything else is a tokenizer. Keywords TRL accepts but MLX cannot honour are refused here.
+mean TRL's order, anything else is a tokenizer; a None there is TRL's `args=None` unless a dataset follows it.
+Keywords TRL accepts but MLX cannot honour are refused here.
 """
 
 from __future__ import annotations
@@ -52,15 +53,21 @@ def is_training_arguments(value: Any) -> bool:
     return dataclasses.is_dataclass(value) and not isinstance(value, type) and hasattr(value, "output_dir")
 
 
+def looks_like_dataset(value: Any) -> bool:
+    """Rows of data (a datasets.Dataset, a list of rows), as opposed to a data collator, which is called."""
+    return value is not None and not callable(value) and (hasattr(value, "__len__") or hasattr(value, "__iter__"))
+
+
 def _positional_names(positionals: Tuple[Any, ...]) -> Tuple[str, ...]:
     if not positionals:
         return ()
     second = positionals[0]
-    if second is None and len(positionals) > 1:
-        raise TypeError(
-            "UnslothTrainer(model, None, ...) is ambiguous between the MLX and TRL orders; pass the rest by keyword"
-        )
-    order = TRL_ORDER if second is None or is_training_arguments(second) else MLX_ORDER
+    if second is None:
+        # (model, None, dataset) can only be the MLX order with the tokenizer left out; otherwise None is args.
+        mlx_order = len(positionals) > 1 and looks_like_dataset(positionals[1])
+        order = MLX_ORDER if mlx_order else TRL_ORDER
+    else:
+        order = TRL_ORDER if is_training_arguments(second) else MLX_ORDER
     if len(positionals) > len(order):
         raise TypeError(
             f"UnslothTrainer takes at most {len(order) + 1} positional arguments in the "
@@ -95,8 +102,13 @@ def read_trainer_call(positionals: Tuple[Any, ...], keywords: Dict[str, Any]) ->
     if named.get("train_dataset") is None:
         raise ValueError("UnslothTrainer needs a train_dataset")
     tokenizer = named.get("tokenizer")
+    tokenizer = tokenizer if tokenizer is not None else named.get("processing_class")
+    # A processor (text and images) holds the text tokenizer at `.tokenizer`; the MLX trainer needs that one.
+    tokenizer = getattr(tokenizer, "tokenizer", None) or tokenizer
+    if tokenizer is None:
+        raise TypeError("UnslothTrainer needs a tokenizer: pass processing_class= (TRL's name) or tokenizer=")
     return TrainerCall(
-        tokenizer=tokenizer if tokenizer is not None else named.get("processing_class"),
+        tokenizer=tokenizer,
         args=named.get("args"),
         train_dataset=named["train_dataset"],
         eval_dataset=named.get("eval_dataset"),

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 
 from unsloth_zoo.mlx.config import MLXTrainingConfig
 
-from .arguments import ALIASES, BACKEND_FIELDS, UnslothTrainingArguments
+from .arguments import ALIASES, BACKEND_FIELDS, CARRIED_ATTRIBUTES, UnslothTrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,14 @@ def _resolved_aliases(keywords: Dict[str, Any]) -> Dict[str, Any]:
 
 def public_config(args: Any, overrides: Dict[str, Any]) -> UnslothTrainingArguments:
     """A fresh `UnslothTrainingArguments` for the trainer: `args` with the trainer-level keywords on top."""
+    config = _rebuilt_config(args, overrides)
+    for name, keywords in CARRIED_ATTRIBUTES.items():
+        if hasattr(args, name) and not any(keyword in overrides for keyword in keywords):
+            setattr(config, name, getattr(args, name))
+    return config
+
+
+def _rebuilt_config(args: Any, overrides: Dict[str, Any]) -> UnslothTrainingArguments:
     if args is None or isinstance(args, Mapping):
         return UnslothTrainingArguments({**(args or {}), **overrides})
     if isinstance(args, MLXTrainingConfig):
@@ -84,7 +92,8 @@ def model_context_limit(model: Any) -> Optional[int]:
 
 
 def resolve_max_seq_length(config: UnslothTrainingArguments, model: Any) -> int:
-    """Explicit max_seq_length, else the model's, else the args' max_length, else 1024; never past the model's limit."""
+    """Explicit max_seq_length, else the model's, else the args' max_length, else 1024; never past the length the
+    model was loaded for, nor its positions."""
     source = getattr(config, "max_seq_length_source", "max_seq_length")
     explicit = config.max_seq_length if source == "max_seq_length" else None
     from_model = getattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, None)
@@ -100,6 +109,9 @@ def resolve_max_seq_length(config: UnslothTrainingArguments, model: Any) -> int:
         origin, value = None, FALLBACK_MAX_SEQ_LENGTH
     value = int(value)
     limit = model_context_limit(model)
+    # The model was loaded for `from_model` positions (FastLanguageModel's max_seq_length): never train past it.
+    if from_model is not None and origin != "the model's max_seq_length":
+        limit = int(from_model) if limit is None else min(limit, int(from_model))
     if limit is not None and value > limit:
         if origin is not None:
             logger.warning(

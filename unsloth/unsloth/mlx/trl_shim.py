@@ -4,7 +4,8 @@
 
 `SFTTrainer` becomes `UnslothTrainer` and `SFTConfig` the MLX arguments with TRL's three-epoch default. Every other
 trainer `trl` lists becomes a stub that refuses to build; the list is read from `trl.__all__`, never by touching
-the names, since `trl` imports each trainer's module (and with it torch) on first access.
+the names, since `trl` imports each trainer's module (and with it torch) on first access. An installed `trl` keeps
+its whole `__all__`, so `from trl import *` gives what it gives without unsloth (and needs torch as it does there).
 """
 
 from __future__ import annotations
@@ -63,19 +64,18 @@ def _other_trainers(names: List[str]) -> List[str]:
     return [name for name in names if name.endswith("Trainer") and name != "SFTTrainer"]
 
 
-def _install(module: ModuleType, trainers: List[str]) -> None:
+def _install(module: ModuleType, trainers: List[str], listed: List[str]) -> None:
     for name in trainers:
         setattr(module, name, unsupported_trainer(name))
     module.SFTTrainer = UnslothTrainer
     module.SFTConfig = SFTConfig
-    # A star import touches every listed name; listing only these keeps it from importing trl's torch modules.
-    module.__all__ = ["SFTConfig", "SFTTrainer", *trainers]
+    module.__all__ = [*listed, *(name for name in ("SFTConfig", "SFTTrainer", *trainers) if name not in listed)]
 
 
 def patch_trl(module: ModuleType) -> None:
-    """Patch an imported `trl` in place; applying it again leaves the same objects."""
+    """Patch an imported `trl` in place, keeping every name it lists; applying it again leaves the same objects."""
     listed = list(vars(module).get("__all__", ()))
-    _install(module, _other_trainers(listed))
+    _install(module, _other_trainers(listed), listed)
     setattr(module, PATCHED_MARK, True)
 
 
@@ -83,5 +83,5 @@ def fill_stand_in(module: ModuleType) -> None:
     """Make an empty module the `trl` stand-in used when `trl` is not installed."""
     module.__version__ = STAND_IN_VERSION
     module.__path__ = []
-    _install(module, list(KNOWN_TRL_TRAINERS))
+    _install(module, list(KNOWN_TRL_TRAINERS), [])
     setattr(module, STAND_IN_MARK, True)

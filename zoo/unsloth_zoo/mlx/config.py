@@ -136,6 +136,8 @@ def _checked_init(self: MLXTrainingConfig, *args: Any, **kwargs: Any) -> None:
     # Likewise a warmup ratio asked for without a step count replaces the default five warmup steps.
     if "warmup_ratio" in given and "warmup_steps" not in given and self.warmup_ratio > 0:
         self.warmup_steps = 0
+    # An explicit eval_steps with no strategy means "evaluate by steps" once the trainer sees an eval_dataset.
+    self.eval_strategy_unset = "eval_steps" in given and "eval_strategy" not in given and self.eval_steps is not None
 
 
 MLXTrainingConfig.__init__ = _checked_init

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 # Copyright 2026 the unsloth_zoo authors.
-"""LoRA on an mlx_lm model: freeze the base, swap the chosen linears for mlx_lm's LoRA layers."""
+"""LoRA on an mlx_lm model: freeze the base, swap the chosen linears (plain or quantized) for mlx_lm's LoRA layers."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ class LoraSettings:
     dropout: float
     num_layers: int
     keys: tuple
+    # Where the base came from and how it was quantized, so a saved adapter can be put back on the same base.
+    base_model: Optional[str] = None
+    quantization: Optional[dict] = None
 
     @property
     def scale(self) -> float:
@@ -26,7 +29,11 @@ class LoraSettings:
 
     def adapter_config(self) -> dict:
         """The `adapter_config.json` that mlx_lm's `load(..., adapter_path=...)` reads back."""
+        base = {} if self.base_model is None else {"base_model_name_or_path": self.base_model}
+        if self.quantization is not None:
+            base["quantization"] = dict(self.quantization)
         return {
+            **base,
             "fine_tune_type": "lora",
             "num_layers": self.num_layers,
             "lora_parameters": {
@@ -47,7 +54,7 @@ def _matching_keys(block: Any, targets: Sequence[str]) -> tuple:
         sorted(
             path
             for path, module in block.named_modules()
-            if path.rsplit(".", 1)[-1] in wanted and isinstance(module, nn.Linear)
+            if path.rsplit(".", 1)[-1] in wanted and isinstance(module, (nn.Linear, nn.QuantizedLinear))
         )
     )
 
@@ -59,6 +66,8 @@ def apply_lora(
     dropout: float = 0.0,
     target_modules: Sequence[str] = DEFAULT_TARGETS,
     num_layers: Optional[int] = None,
+    base_model: Optional[str] = None,
+    quantization: Optional[dict] = None,
 ) -> LoraSettings:
     """Freeze `model` and put LoRA on `target_modules` of its last `num_layers` blocks (all when None)."""
     from mlx_lm.tuner.utils import linear_to_lora_layers
@@ -68,7 +77,15 @@ def apply_lora(
     keys = _matching_keys(blocks[0], target_modules)
     if not keys:
         raise ValueError(f"no linear layer named any of {sorted(target_modules)} in the model's blocks")
-    settings = LoraSettings(rank=int(rank), alpha=float(alpha), dropout=float(dropout), num_layers=layers, keys=keys)
+    settings = LoraSettings(
+        rank=int(rank),
+        alpha=float(alpha),
+        dropout=float(dropout),
+        num_layers=layers,
+        keys=keys,
+        base_model=base_model,
+        quantization=quantization,
+    )
     model.freeze()
     linear_to_lora_layers(
         model, layers, {"rank": settings.rank, "scale": settings.scale, "dropout": settings.dropout, "keys": list(keys)}

@@ -9,6 +9,7 @@ in the same order with the same state.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from pathlib import Path
@@ -34,6 +35,9 @@ from .loss import masked_cross_entropy
 from .optim import build_optimizer, build_schedule, clip_gradients, learning_rates, resolve_warmup_steps
 
 
+logger = logging.getLogger(__name__)
+
+
 class TrainOutput(NamedTuple):
     global_step: int
     training_loss: float
@@ -56,6 +60,22 @@ def plan_training(rows: int, args: MLXTrainingConfig) -> TrainingPlan:
     return TrainingPlan(
         batches, steps_per_epoch, math.ceil(args.num_train_epochs * steps_per_epoch), math.ceil(args.num_train_epochs)
     )
+
+
+_noted_eval_by_steps = False
+
+
+def _note_eval_by_steps(eval_steps: Any) -> None:
+    """Say once per process that an explicit eval_steps switched evaluation on, as CUDA Unsloth does."""
+    global _noted_eval_by_steps
+    if not _noted_eval_by_steps:
+        _noted_eval_by_steps = True
+        logger.warning(
+            "eval_steps=%s was given with an eval_dataset and no eval_strategy: evaluating every %s steps "
+            "(eval_strategy='steps')",
+            eval_steps,
+            eval_steps,
+        )
 
 
 def _exportable(callback: Any) -> bool:
@@ -89,6 +109,9 @@ class MLXTrainer:
         self.eval_rows: Optional[TokenizedRows] = (
             None if eval_dataset is None else tokenize_dataset(eval_dataset, encode, num_proc_request)
         )
+        if self.eval_rows and self.args.eval_strategy == "no" and getattr(self.args, "eval_strategy_unset", False):
+            self.args.eval_strategy = "steps"
+            _note_eval_by_steps(self.args.eval_steps)
         if self.args.eval_strategy != "no" and not self.eval_rows:
             raise ValueError(f"eval_strategy={self.args.eval_strategy!r} needs an eval_dataset with rows")
         pad_id = getattr(tokenizer, "pad_token_id", None)

@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""`model.save_pretrained_merged` on MLX: LoRA folded into the base, a quantized base dequantized first.
+
+The folder it writes is a Hugging Face model folder (config.json, model.safetensors, tokenizer files) that
+mlx_lm and transformers both load; the model in memory is left as it was, still quantized and still adapted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict
+
+import mlx.core as mx
+
+from unsloth_zoo.mlx.checkpoint import save_model_files
+
+from .gguf import merged_weights, model_config
+from .names import normalised_name
+from .quantize import dequantized_copy
+
+SAVE_METHODS = ("merged_16bit", "merged_32bit", "lora")
+_QUANTIZATION_KEYS = ("quantization", "quantization_config")
+# Keywords CUDA notebooks pass that change nothing about the files written here.
+_INERT = {"maximum_memory_usage", "safe_serialization", "max_shard_size", "temporary_location", "push_to_hub"}
+
+
+def _sixteen_bit(array: mx.array) -> mx.array:
+    """float16, except a bfloat16 model keeps bfloat16 (what CUDA Unsloth's merged_16bit writes)."""
+    return array if array.dtype in (mx.float16, mx.bfloat16) else array.astype(mx.float16)
+
+
+def _check_keywords(kwargs: Dict[str, Any]) -> None:
+    unknown = sorted(name for name, value in kwargs.items() if name not in _INERT or (name == "push_to_hub" and value))
+    if unknown:
+        raise NotImplementedError(
+            f"save_pretrained_merged on MLX does not support {', '.join(unknown)}; it writes a local folder only"
+        )
+
+
+def save_pretrained_merged(
+    model: Any, save_directory: str | Path, tokenizer: Any = None, save_method: str = "merged_16bit", **kwargs: Any
+) -> Path:
+    """Write the merged model (or, for save_method="lora", the adapter) into `save_directory`; returns the folder."""
+    _check_keywords(kwargs)
+    method = normalised_name(save_method)
+    if method not in SAVE_METHODS:
+        raise NotImplementedError(
+            f"save_method={save_method!r} is not available on MLX; choose one of {', '.join(SAVE_METHODS)} "
+            "(a 4-bit merge is bitsandbytes' format; quantize the merged_16bit folder for MLX or GGUF instead)"
+        )
+    folder = Path(save_directory)
+    if method == "lora":
+        save_model_files(folder, model, tokenizer)
+        return folder
+    weights = merged_weights(dequantized_copy(model))
+    if method == "merged_16bit":
+        weights = {name: _sixteen_bit(value) for name, value in weights.items()}
+    config = {key: value for key, value in model_config(model).items() if key not in _QUANTIZATION_KEYS}
+    config["torch_dtype"] = {mx.float16: "float16", mx.bfloat16: "bfloat16"}.get(
+        next(iter(weights.values())).dtype, "float32"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(folder))
+    return folder
