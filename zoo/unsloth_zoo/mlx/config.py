@@ -33,6 +33,14 @@ def _strategy(value: Any, name: str) -> str:
 
 @dataclass
 class MLXTrainingConfig:
+    """The MLX trainer's arguments; their names and defaults are Hugging Face's unless said otherwise.
+
+    Losses are token-weighted as Hugging Face's `Trainer` weighs them with `num_items_in_batch`: an optimizer step's
+    loss is the sum of every target token's loss over its micro-batches divided by the step's target count. The
+    eval loss is the `Trainer`'s too: each eval batch's token mean, then the plain mean of those batch means (a
+    short last batch weighs as much as a full one), so `eval_loss` and early stopping agree with CUDA Unsloth's.
+    """
+
     per_device_train_batch_size: int = 2
     gradient_accumulation_steps: int = 4
     max_steps: int = 60
