@@ -310,7 +310,7 @@ class MLXTrainer:
         self._fire("on_log", logs=logs)
 
     def evaluate(self) -> dict:
-        """Eval loss as Hugging Face's `Trainer` reports it (the mean of each batch's token mean) and its perplexity."""
+        """Eval loss as Hugging Face's `Trainer` reports it (batch token means, weighted by rows) and its perplexity."""
         if not self.eval_rows:
             raise ValueError("evaluation needs an eval_dataset")
         size = self.args.per_device_eval_batch_size
@@ -318,16 +318,16 @@ class MLXTrainer:
         self.callback_handler.eval_dataloader = batches
         self.model.eval()
         start = time.time()
-        batch_means = []
+        row_losses = []
         for indices in batches:
             tokens, lengths = pad_batch(self.eval_rows, indices, self.pad_id, self.args.pad_to_multiple_of)
             loss, _ = masked_cross_entropy(self.model, mx.array(tokens), mx.array(lengths))
-            batch_means.append(loss.item())
+            # Each row is credited with its batch's token mean, as the Trainer repeats a batch's loss per row.
+            row_losses += [loss.item()] * len(indices)
             self._fire("on_prediction_step")
         self.model.train()
         runtime = time.time() - start
-        # Every batch weighs the same, a short last one too, as the Trainer's repeat-by-batch-size then mean does.
-        eval_loss = math.fsum(batch_means) / len(batch_means)
+        eval_loss = math.fsum(row_losses) / len(row_losses)
         metrics = {
             "eval_loss": eval_loss,
             "eval_perplexity": math.exp(min(eval_loss, 700.0)),
