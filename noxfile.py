@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
 import nox
@@ -10,12 +14,15 @@ import nox
 nox.needs_version = ">=2024.3.2"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "drift", "matrix", "datasets", "mlx", "mlx_trl", "mlx_torch"]
+nox.options.sessions = ["tests", "drift", "matrix", "datasets", "mlx", "mlx_trl", "mlx_torch", "llama_cpp"]
 
 ROOT = Path(__file__).parent
 DATASETS_VERSIONS = json.loads((ROOT / "shared" / "datasets_versions.json").read_text())["versions"]
 RUNTIME_DEPS = ["datasets", "tokenizers", "psutil"]
-MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "pytest"]
+MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "gguf", "pytest"]
+# llama.cpp for the GGUF reload test, built from its Python binding's source distribution and kept.
+LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
+LLAMA_CPP_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF"
 
 
 @nox.session
@@ -58,7 +65,8 @@ def mlx(session: nox.Session) -> None:
     """Train tiny models on the MLX backend and its public API (mlx[cpu] on Linux), torch and trl absent."""
     _install_packages(session, *MLX_DEPS)
     session.run(
-        "pytest", "tests/mlx_backend", "tests/mlx_api", "--ignore=tests/mlx_api/with_torch", "--expect-trl=absent",
+        "pytest", "tests/mlx_backend", "tests/mlx_api", "--ignore=tests/mlx_api/with_torch",
+        "--ignore=tests/mlx_api/with_llama_cpp", "--expect-trl=absent",
         *session.posargs,
     )
 
@@ -79,6 +87,13 @@ def mlx_torch(session: nox.Session) -> None:
     """CUDA shims, CUDA Unsloth's batch order and the notebook script, with the CPU torch."""
     _install_packages(session, *MLX_DEPS, "torch==2.13.0", "accelerate")
     session.run("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs)
+
+
+@nox.session
+def llama_cpp(session: nox.Session) -> None:
+    """Export the trained tiny model to GGUF and reload it with llama.cpp itself (built once from source, cached)."""
+    _install_packages(session, *MLX_DEPS, str(_llama_cpp_wheel(session)))
+    session.run("pytest", "tests/mlx_api/with_llama_cpp", *session.posargs)
 
 
 @nox.session(default=False)
@@ -104,3 +119,27 @@ def bench_mlx(session: nox.Session) -> None:
 
 def _install_packages(session: nox.Session, *extra: str) -> None:
     session.install("-e", "zoo", "-e", "unsloth", *extra)
+
+
+def _llama_cpp_wheel(session: nox.Session) -> Path:
+    """The cached llama-cpp-python wheel, built from its sdist the first time (a compile of llama.cpp: minutes)."""
+    version = LLAMA_CPP_PYTHON.split("==")[1]
+    cache = Path(os.environ.get("UNSLOTH_LLAMA_CPP_WHEELS", Path.home() / ".cache" / "unsloth-mlx"))
+    folder = cache / f"llama-cpp-python-{version}"
+    found = sorted(folder.glob("llama_cpp_python-*.whl"))
+    if found:
+        session.log(f"llama.cpp: using the cached wheel {found[-1]}")
+        return found[-1]
+    cache.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="llama-cpp-wheel-", dir=cache))
+    environment = {"CMAKE_ARGS": LLAMA_CPP_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
+    start = time.monotonic()
+    session.run(
+        "python", "-m", "pip", "wheel", "--no-deps", "--no-binary", "llama-cpp-python", LLAMA_CPP_PYTHON,
+        "-w", str(staging), env=environment,
+    )
+    session.log(f"llama.cpp: built {LLAMA_CPP_PYTHON} from source in {time.monotonic() - start:.0f} s")
+    (built,) = staging.glob("llama_cpp_python-*.whl")
+    # Moved into place only once complete, so an interrupted build is never taken for a cached one.
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.move(str(built), str(folder / built.name)))

@@ -21,7 +21,7 @@ from unsloth_zoo.mlx.checkpoint import save_model_files
 from unsloth_zoo.mlx.loading import load_model
 from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, apply_lora
 
-from .gguf import save_pretrained_gguf
+from .gguf import DEFAULT_QUANTIZATION_METHOD, save_pretrained_gguf
 from .keywords import carries_value
 from .names import normalised_name
 from .trainer_config import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, model_context_limit
@@ -126,8 +126,8 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
 
 
 def _save_pretrained_gguf(
-    model: Any, save_directory: str | Path, tokenizer: Any, quantization_method: Any = "not_quantized"
-) -> Path:
+    model: Any, save_directory: str | Path, tokenizer: Any, quantization_method: Any = DEFAULT_QUANTIZATION_METHOD
+) -> Any:
     return save_pretrained_gguf(model, save_directory, tokenizer, quantization_method)
 
 
