@@ -1,7 +1,7 @@
-"""Run in a fresh process: load a GGUF with llama.cpp, print the prompt's last logits and 8 greedy tokens as JSON.
+"""Run in a fresh process: load a GGUF with llama.cpp and print, as JSON, how it tokenizes a text and continues it.
 
-`python llama_cpp_greedy.py MODEL.gguf '[token ids]' COUNT`; llama.cpp's own loader reads the file, and each next
-token is the argmax of llama.cpp's logits, so no sampler setting can change the answer.
+`python llama_cpp_greedy.py MODEL.gguf TEXT COUNT`: llama.cpp's own loader reads the file and its own tokenizer
+encodes TEXT; each next token is the argmax of llama.cpp's logits, so no sampler setting can change the answer.
 """
 
 from __future__ import annotations
@@ -14,15 +14,17 @@ from llama_cpp import Llama
 
 
 def main(argv: list) -> int:
-    path, prompt, count = argv[0], json.loads(argv[1]), int(argv[2])
+    path, text, count = argv[0], argv[1], int(argv[2])
     llm = Llama(model_path=path, n_ctx=128, n_threads=2, logits_all=True, verbose=False)
+    prompt = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
     llm.eval(prompt)
     first = np.array(llm.scores[len(prompt) - 1], dtype=np.float64)
     tokens = []
     for _ in range(count):
         tokens.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
         llm.eval([tokens[-1]])
-    print(json.dumps({"first_logits": first.tolist(), "tokens": tokens, "vocab": llm.n_vocab()}))
+    answer = llm.detokenize(tokens, special=True).decode("utf-8", errors="replace")
+    print(json.dumps({"prompt": prompt, "first_logits": first.tolist(), "tokens": tokens, "answer": answer}))
     return 0
 
 

@@ -1,8 +1,8 @@
 """The exported GGUF, reloaded by llama.cpp itself in a fresh process, continues a prompt as the MLX model does.
 
 The tiny llama is LoRA-trained on the chat rows until it answers them, exported (LoRA merged) in every type this
-install writes (f16 and q8_0 among them), and each file is loaded by llama-cpp-python, built from source by the `llama_cpp` nox session. From the same
-prompt both sides pick 8 tokens greedily; the logits at the prompt's last position (the first generated token's)
+install writes (f16 and q8_0 among them), and each file is loaded by llama-cpp-python, built from source by the `llama_cpp` nox session. llama.cpp
+tokenizes the prompt text itself, and from it both sides pick 8 tokens greedily; the logits at the prompt's last position (the first generated token's)
 are compared relative to their largest magnitude.
 """
 
@@ -49,9 +49,9 @@ def mlx_greedy(model, prompt: list, count: int) -> tuple:
     return first, sequence[len(prompt) :]
 
 
-def llama_cpp_greedy(path: Path, prompt: list, count: int) -> dict:
+def llama_cpp_greedy(path: Path, text: str, count: int) -> dict:
     result = subprocess.run(
-        [sys.executable, str(RUNNER), str(path), json.dumps(prompt), str(count)],
+        [sys.executable, str(RUNNER), str(path), text, str(count)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -84,13 +84,15 @@ def trained_export(tiny_model_dir, tmp_path_factory):
     )
     UnslothTrainer(model, tokenizer, rows, args=args).train()
     question, _ = QUESTIONS[0]
-    prompt = tokenizer(f"<|user|>\n{question}<|eos|>\n<|assistant|>\n")["input_ids"]
+    text = f"<|user|>\n{question}<|eos|>\n<|assistant|>\n"
+    prompt = tokenizer(text)["input_ids"]
     first, tokens = mlx_greedy(model, prompt, NEW_TOKENS)
     paths = {
         method: model.save_pretrained_gguf(str(folder / "gguf"), tokenizer, quantization_method=method)
         for method in EXPECTED
     }
-    return {"prompt": prompt, "first": first, "tokens": tokens, "paths": paths, "tokenizer": tokenizer}
+    answer = tokenizer.decode(tokens)
+    return {"text": text, "prompt": prompt, "first": first, "tokens": tokens, "answer": answer, "paths": paths}
 
 
 @pytest.mark.parametrize("method", sorted(EXPECTED))
@@ -98,16 +100,19 @@ def test_llama_cpp_continues_the_prompt_as_the_mlx_model_does(trained_export, me
     file_name, least_equal, largest_gap = EXPECTED[method]
     path = trained_export["paths"][method]
     assert path.name == file_name
-    reloaded = llama_cpp_greedy(path, trained_export["prompt"], NEW_TOKENS)
+    reloaded = llama_cpp_greedy(path, trained_export["text"], NEW_TOKENS)
+    # llama.cpp reads the byte-level BPE vocabulary as the Hugging Face tokenizer does, both ways.
+    assert reloaded["prompt"] == trained_export["prompt"]
 
     expected = trained_export["tokens"]
     equal = sum(mine == theirs for mine, theirs in zip(reloaded["tokens"], expected))
     first = trained_export["first"]
     gap = float(np.abs(np.array(reloaded["first_logits"]) - first).max() / np.abs(first).max())
-    answer = trained_export["tokenizer"].decode(expected)
+    answer = trained_export["answer"]
     print(f"{method}: {equal}/{NEW_TOKENS} greedy tokens equal, first-position logits gap {gap:.2e} ({answer!r})")
-    assert reloaded["vocab"] == len(first)
     assert equal >= least_equal, (reloaded["tokens"], expected)
+    if equal == NEW_TOKENS:
+        assert reloaded["answer"] == answer
     assert gap < largest_gap
     # The model really learned its answer, so the greedy tokens are the answer's, not a random model's noise.
     assert "kettle" in answer

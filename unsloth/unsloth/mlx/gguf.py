@@ -19,6 +19,7 @@ from mlx.utils import tree_flatten
 from unsloth_zoo.mlx.checkpoint import SOURCE_PATH_ATTRIBUTE
 
 from .gguf_file_types import K_QUANT_MIXES, UNIFORM_TYPES, can_quantize, gguf_version, producible_methods, rewrite_gguf
+from .gguf_vocab import byte_level_bpe_keys
 from .names import normalised_name
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral")
@@ -125,7 +126,8 @@ def save_pretrained_gguf(
     converted = folder / f".{path.name}.converter.gguf"
     try:
         convert_to_gguf(folder, {name: value.astype(mx.float32) for name, value in weights.items()}, config, str(converted))
-        rewrite_gguf(converted, path, UNIFORM_TYPES[method])
+        vocabulary = byte_level_bpe_keys(folder, int(weights["model.embed_tokens.weight"].shape[0]))
+        rewrite_gguf(converted, path, UNIFORM_TYPES[method], vocabulary)
     finally:
         converted.unlink(missing_ok=True)
     return path

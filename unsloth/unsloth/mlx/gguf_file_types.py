@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
+
+from .gguf_vocab import REPLACED_KEYS, VocabularyKeys
 
 # llama.cpp's method names with one GGML type for every weight, and the ones that mix K-quant types.
 UNIFORM_TYPES = {
@@ -94,20 +96,29 @@ def _encoded(data: np.ndarray, type_name: str) -> Tuple[np.ndarray, object]:
     return gguf.quants.quantize(np.ascontiguousarray(data, dtype=np.float32), kind), kind
 
 
-def rewrite_gguf(source: Path, target: Path, type_name: str) -> Dict[str, str]:
-    """Write `source`'s metadata and tensors to `target` as llama.cpp file type `type_name`; returns tensor types."""
+def rewrite_gguf(
+    source: Path, target: Path, type_name: str, vocabulary: Optional[VocabularyKeys] = None
+) -> Dict[str, str]:
+    """Write `source`'s metadata and tensors to `target` as llama.cpp file type `type_name`; returns tensor types.
+
+    `vocabulary` replaces the converter's tokenizer keys (see `gguf_vocab`).
+    """
     import gguf
 
     reader = gguf.GGUFReader(str(source))
     architecture = reader.fields["general.architecture"].contents()
     writer = gguf.GGUFWriter(str(target), architecture)
+    dropped = _HEADER_KEYS | (set(REPLACED_KEYS) if vocabulary else set())
     for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key in _HEADER_KEYS:
+        if key.startswith("GGUF.") or key in dropped:
             continue
         main_type, sub_type = field.types[0], None
         if main_type == gguf.GGUFValueType.ARRAY:
             sub_type = gguf.GGUFValueType.INT32 if key in _SIGNED_ARRAYS else field.types[-1]
         writer.add_key_value(key, field.contents(), main_type, sub_type)
+    for key, (value, value_type, item_type) in (vocabulary or {}).items():
+        item = None if item_type is None else gguf.GGUFValueType[item_type]
+        writer.add_key_value(key, value, gguf.GGUFValueType[value_type], item)
     writer.add_file_type(gguf.LlamaFileType[_FILE_TYPES[type_name]])
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     stored = {}
