@@ -22,7 +22,11 @@ RUNTIME_DEPS = ["datasets", "tokenizers", "psutil"]
 MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "gguf", "pytest"]
 # llama.cpp for the GGUF reload test, built from its Python binding's source distribution and kept.
 LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
-LLAMA_CPP_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF"
+# The binding needs only the library; llama.cpp's programs, tests and the multimodal part are not built.
+LLAMA_CPP_UNUSED_PARTS = (
+    "LLAVA_BUILD", "LLAMA_BUILD_TESTS", "LLAMA_BUILD_EXAMPLES", "LLAMA_BUILD_SERVER", "LLAMA_BUILD_TOOLS",
+)
+LLAMA_CPP_CMAKE_ARGS = " ".join(f"-D{part}=OFF" for part in LLAMA_CPP_UNUSED_PARTS)
 
 
 @nox.session

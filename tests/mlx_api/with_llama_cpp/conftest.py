@@ -1,4 +1,4 @@
-"""The tests in this folder need llama.cpp's Python binding (the `llama_cpp` nox session builds it); without it they fail."""
+"""The tests here need llama.cpp's Python binding (the `llama_cpp` nox session builds it); without it they fail."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """The exported GGUF, reloaded by llama.cpp itself in a fresh process, continues a prompt as the MLX model does.
 
-The tiny llama is LoRA-trained on the chat rows until it answers them, exported (LoRA merged) in every type this
-install writes (f16 and q8_0 among them), and each file is loaded by llama-cpp-python, built from source by the `llama_cpp` nox session. llama.cpp
-tokenizes the prompt text itself, and from it both sides pick 8 tokens greedily; the logits at the prompt's last position (the first generated token's)
-are compared relative to their largest magnitude.
+The tiny llama is LoRA-trained on the chat rows until it answers them, then exported (LoRA merged) in every
+type this install writes, f16 and q8_0 among them. Each file is loaded by llama-cpp-python, built from source
+by the `llama_cpp` nox session; llama.cpp tokenizes the prompt text itself, and from it both sides pick 8 tokens
+greedily. The logits at the prompt's last position (the first generated token's) are compared relative to
+their largest magnitude.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Both sides fine-tune every weight of the tiny llama, read from the same safetensors (transformers'
 `LlamaForCausalLM` loads the folder as it is), on token rows of 5 to 90 tokens in CUDA Unsloth's batch order,
-with the same arguments (`TrainingArguments` and `UnslothTrainingArguments`). Full fine-tuning is the exact comparison: there is no adapter
-initialisation to reproduce, and weight decay is 0 because the Trainer spares norm weights from decay while
-the MLX optimizer decays every trained weight (LoRA trains no norms, so the two agree there at any decay).
+with the same arguments (`TrainingArguments` and `UnslothTrainingArguments`). Full fine-tuning is the exact
+comparison: there is no adapter initialisation to reproduce, and weight decay is 0 because the Trainer spares
+norm weights from decay while the MLX optimizer decays every trained weight (LoRA trains no norms, so the two
+agree there at any decay).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def test_losses_grad_norms_rates_and_eval_loss_match_the_trainer(tiny_model_dir,
         **shared_arguments(tmp_path / "hf", accumulation), report_to="none", disable_tqdm=True, use_cpu=True
     )
     expected = train_with_transformers(tiny_model_dir, hf_args, *row_sets)
-    actual = train_with_mlx(tiny_model_dir, UnslothTrainingArguments(**shared_arguments(tmp_path / "mlx", accumulation)), *row_sets)
+    mlx_args = UnslothTrainingArguments(**shared_arguments(tmp_path / "mlx", accumulation))
+    actual = train_with_mlx(tiny_model_dir, mlx_args, *row_sets)
 
     expected_steps = [entry for entry in expected if "loss" in entry]
     actual_steps = [entry for entry in actual if "loss" in entry]
@@ -118,7 +120,8 @@ def test_losses_grad_norms_rates_and_eval_loss_match_the_trainer(tiny_model_dir,
         assert mine["epoch"] == pytest.approx(theirs["epoch"], rel=1e-12)
         for key in gaps:
             gaps[key].append(relative_gap(mine[key], theirs[key]))
-    print(f"accumulation {accumulation}: largest relative gap " + ", ".join(f"{k} {max(v):.2e}" for k, v in gaps.items()))
+    largest = ", ".join(f"{key} {max(values):.2e}" for key, values in gaps.items())
+    print(f"accumulation {accumulation}: largest relative gap {largest}")
     assert max(gaps["loss"]) < 1e-5 and max(gaps["grad_norm"]) < 1e-5, gaps
 
     expected_eval = [entry["eval_loss"] for entry in expected if "eval_loss" in entry]

@@ -125,7 +125,9 @@ def save_pretrained_gguf(
     path = folder / f"unsloth.{UNIFORM_TYPES[method].upper()}.gguf"
     converted = folder / f".{path.name}.converter.gguf"
     try:
-        convert_to_gguf(folder, {name: value.astype(mx.float32) for name, value in weights.items()}, config, str(converted))
+        # Quantizing from float32 loses the least; the converter would otherwise keep each weight's own type.
+        as_float32 = {name: value.astype(mx.float32) for name, value in weights.items()}
+        convert_to_gguf(folder, as_float32, config, str(converted))
         vocabulary = byte_level_bpe_keys(folder, int(weights["model.embed_tokens.weight"].shape[0]))
         rewrite_gguf(converted, path, UNIFORM_TYPES[method], vocabulary)
     finally:

@@ -79,7 +79,7 @@ def producible_methods() -> Dict[str, str]:
     return {method: kind for method, kind in UNIFORM_TYPES.items() if can_quantize(kind)}
 
 
-def _tensor_type(name: str, data: np.ndarray, wanted: str) -> str:
+def _tensor_type(data: np.ndarray, wanted: str) -> str:
     """What one tensor is stored as: 1-D stays F32; a row the type's block does not divide falls back to F16."""
     import gguf
 
@@ -126,7 +126,7 @@ def rewrite_gguf(
         if tensor.tensor_type != gguf.GGMLQuantizationType.F32:
             raise ValueError(f"expected float32 tensors from the converter, {tensor.name} is {tensor.tensor_type.name}")
         data = np.asarray(tensor.data, dtype=np.float32).reshape([int(size) for size in reversed(tensor.shape)])
-        stored[tensor.name] = _tensor_type(tensor.name, data, type_name)
+        stored[tensor.name] = _tensor_type(data, type_name)
         if stored[tensor.name] == "F32":
             writer.add_tensor(tensor.name, data)
         else:
