@@ -146,4 +146,6 @@ def _llama_cpp_wheel(session: nox.Session) -> Path:
     (built,) = staging.glob("llama_cpp_python-*.whl")
     # Moved into place only once complete, so an interrupted build is never taken for a cached one.
     folder.mkdir(parents=True, exist_ok=True)
-    return Path(shutil.move(str(built), str(folder / built.name)))
+    wheel = Path(shutil.move(str(built), str(folder / built.name)))
+    shutil.rmtree(staging, ignore_errors=True)
+    return wheel
