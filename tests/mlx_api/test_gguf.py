@@ -46,8 +46,8 @@ def test_gguf_round_trip_reproduces_weights_and_logits(trained, tmp_path: Path) 
     from unsloth.mlx.gguf_reload import LOGITS_KEY
 
     model, tokenizer = trained
-    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer)
-    assert path.name == "unsloth.F32.gguf"
+    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="not_quantized")
+    assert path.name == "unsloth.F32.gguf"  # the tiny model is float32, and not_quantized keeps the model's type
     reloaded = _reload_in_fresh_process(path, tmp_path)
     expected = merged_weights(model)
     weights = {name: value for name, value in reloaded["arrays"].items() if name != LOGITS_KEY}
@@ -77,7 +77,64 @@ def test_gguf_f16_round_trip_is_close(trained, tmp_path: Path) -> None:
     assert np.abs(np.array(reloaded["arrays"][LOGITS_KEY]) - logits).max() < 5e-2
 
 
-def test_quantized_gguf_types_are_refused_by_name(trained, tmp_path: Path) -> None:
+def test_k_quant_mixes_are_refused_naming_what_can_be_written(trained, tmp_path: Path) -> None:
     model, tokenizer = trained
-    with pytest.raises(NotImplementedError, match=r"quantization_method='q4_k_m'.*llama-quantize"):
-        model.save_pretrained_gguf(str(tmp_path / "q"), tokenizer, quantization_method="q4_k_m")
+    available = "available: not_quantized, fast_quantized, f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0"
+    for method in ("q4_k_m", "quantized"):
+        refusal = rf"quantization_method='{method}'.*no Q4_K quantizer.*{available}$"
+        with pytest.raises(NotImplementedError, match=refusal):
+            model.save_pretrained_gguf(str(tmp_path / "q"), tokenizer, quantization_method=method)
+    with pytest.raises(NotImplementedError, match=r"'q9_9'.*not a llama.cpp quantization method.*available: not_q"):
+        model.save_pretrained_gguf(str(tmp_path / "q"), tokenizer, quantization_method="q9_9")
+    assert not (tmp_path / "q").exists()  # refused before anything is written
+
+
+def _file_types(path: Path) -> tuple:
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    tensors = {tensor.name: tensor.tensor_type.name for tensor in reader.tensors}
+    token_type = reader.fields["tokenizer.ggml.token_type"]
+    file_type = gguf.LlamaFileType(reader.fields["general.file_type"].contents()).name
+    return tensors, file_type, token_type.types[-1].name
+
+
+def test_default_is_cuda_unsloths_fast_quantized_which_is_q8_0(trained, tmp_path: Path) -> None:
+    model, tokenizer = trained
+    path = model.save_pretrained_gguf(str(tmp_path / "default"), tokenizer)
+    assert path.name == "unsloth.Q8_0.gguf"
+    tensors, file_type, token_type = _file_types(path)
+    assert file_type == "MOSTLY_Q8_0"
+    # Every matrix is Q8_0 and the norms stay float32, as llama-quantize --pure writes it; token types are int32.
+    assert {name: kind for name, kind in tensors.items() if kind != "Q8_0"} == {
+        name: "F32" for name in tensors if name.endswith("norm.weight")
+    }
+    assert token_type == "INT32"
+
+
+@pytest.mark.parametrize(
+    ("method", "file_name", "matrix_type", "file_type"),
+    [
+        ("fast_quantized", "unsloth.Q8_0.gguf", "Q8_0", "MOSTLY_Q8_0"),
+        ("Q4_0", "unsloth.Q4_0.gguf", "Q4_0", "MOSTLY_Q4_0"),
+        ("q5_1", "unsloth.Q5_1.gguf", "Q5_1", "MOSTLY_Q5_1"),
+        ("bf16", "unsloth.BF16.gguf", "BF16", "MOSTLY_BF16"),
+        ("f16", "unsloth.F16.gguf", "F16", "MOSTLY_F16"),
+    ],
+)
+def test_each_method_writes_its_llama_cpp_file_type(trained, tmp_path, method, file_name, matrix_type, file_type):
+    model, tokenizer = trained
+    path = model.save_pretrained_gguf(str(tmp_path / method), tokenizer, quantization_method=method)
+    assert path.name == file_name
+    tensors, written_type, _ = _file_types(path)
+    assert written_type == file_type
+    assert tensors["blk.0.attn_q.weight"] == tensors["token_embd.weight"] == matrix_type
+    assert tensors["blk.0.attn_norm.weight"] == "F32"
+    assert sorted(item.name for item in path.parent.iterdir() if item.suffix == ".gguf") == [file_name]
+
+
+def test_a_list_of_methods_writes_one_file_each(trained, tmp_path: Path) -> None:
+    model, tokenizer = trained
+    paths = model.save_pretrained_gguf(str(tmp_path / "many"), tokenizer, quantization_method=["q8_0", "f16"])
+    assert [path.name for path in paths] == ["unsloth.Q8_0.gguf", "unsloth.F16.gguf"]
+    assert all(path.is_file() for path in paths)

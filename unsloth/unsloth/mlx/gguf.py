@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Export a trained MLX model to GGUF with `mlx_lm`'s converter: LoRA folded into the base weights first.
+"""Export a trained MLX model to a GGUF file llama.cpp loads: LoRA folded into the base weights first.
 
-The converter writes unquantized GGUF (tensors keep float32, bfloat16 becomes float16); quantized GGUF types
-come from llama.cpp's `llama-quantize` run on this file afterwards.
+`mlx_lm`'s converter writes the weights as float32 GGUF; `gguf_file_types` then re-encodes that file in the
+requested llama.cpp type (q8_0, q4_0, f16, bf16, ...) with the `gguf` package that ships with llama.cpp.
 """
 
 from __future__ import annotations
@@ -11,20 +11,24 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from unsloth_zoo.mlx.checkpoint import SOURCE_PATH_ATTRIBUTE
 
+from .gguf_file_types import K_QUANT_MIXES, UNIFORM_TYPES, can_quantize, gguf_version, producible_methods, rewrite_gguf
+from .gguf_vocab import byte_level_bpe_keys
 from .names import normalised_name
 from .quantize import dequantized_copy
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral")
-# Each method and the dtype weights are cast to first; None keeps the model's own dtype.
-QUANTIZATION_METHODS: Dict[str, Optional[Any]] = {"not_quantized": None, "f32": mx.float32, "f16": mx.float16}
-_FILE_LABELS = {mx.float32: "F32", mx.float16: "F16", mx.bfloat16: "F16"}
+# CUDA Unsloth's default for save_pretrained_gguf, and its other names for llama.cpp methods.
+DEFAULT_QUANTIZATION_METHOD = "fast_quantized"
+METHOD_ALIASES = {"fast_quantized": "q8_0", "quantized": "q4_k_m"}
+# "not_quantized" keeps the model's own float type.
+_OWN_DTYPE_METHODS = {mx.float32: "f32", mx.float16: "f16", mx.bfloat16: "bf16"}
 
 
 def merged_weights(model: Any) -> Dict[str, mx.array]:
@@ -57,17 +61,55 @@ def model_config(model: Any) -> Dict[str, Any]:
     raise ValueError("cannot tell the model's configuration: it was not loaded from a folder and has no mlx_lm args")
 
 
+def available_methods() -> List[str]:
+    """Every quantization_method this install can write, CUDA Unsloth's aliases included."""
+    methods = producible_methods()
+    aliases = [alias for alias, method in METHOD_ALIASES.items() if method in methods]
+    return ["not_quantized", *aliases, *methods]
+
+
+def resolve_method(quantization_method: Any, model_dtype: Any) -> str:
+    """The llama.cpp method name a `quantization_method` stands for, or an error naming the ones that work here."""
+    method = "q8_0" if quantization_method is None else normalised_name(quantization_method)
+    method = METHOD_ALIASES.get(method, method)
+    if method == "not_quantized":
+        method = _OWN_DTYPE_METHODS.get(model_dtype, "f32")
+    if method in UNIFORM_TYPES and can_quantize(UNIFORM_TYPES[method]):
+        return method
+    if method in K_QUANT_MIXES:
+        reason = f"the gguf package ({gguf_version()}) has no {K_QUANT_MIXES[method]} quantizer"
+    elif method in UNIFORM_TYPES:
+        reason = f"the gguf package ({gguf_version()}) cannot quantize {UNIFORM_TYPES[method]}"
+    else:
+        reason = "it is not a llama.cpp quantization method"
+    raise NotImplementedError(
+        f"quantization_method={quantization_method!r} cannot be written on MLX: {reason}; "
+        f"available: {', '.join(available_methods())}"
+    )
+
+
+def _gguf_package_missing() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("gguf") is None
+
+
 def save_pretrained_gguf(
-    model: Any, save_directory: str | Path, tokenizer: Any, quantization_method: Any = "not_quantized"
-) -> Path:
-    """Write `unsloth.<TYPE>.gguf`, with the tokenizer and config it is built from, into `save_directory`."""
+    model: Any,
+    save_directory: str | Path,
+    tokenizer: Any,
+    quantization_method: Any = DEFAULT_QUANTIZATION_METHOD,
+) -> Any:
+    """Write `unsloth.<TYPE>.gguf` (and the tokenizer and config it is built from) into `save_directory`.
+
+    A list of methods writes one file each and returns their paths, as CUDA Unsloth accepts.
+    """
+    if isinstance(quantization_method, (list, tuple)):
+        return [save_pretrained_gguf(model, save_directory, tokenizer, method) for method in quantization_method]
+    if _gguf_package_missing():
+        raise ImportError("GGUF export on MLX needs the gguf package that ships with llama.cpp: pip install gguf")
+    resolve_method(quantization_method, mx.float32)  # a name that cannot be written fails before the copy
     model = dequantized_copy(model)
-    method = normalised_name(quantization_method)
-    if method not in QUANTIZATION_METHODS:
-        raise NotImplementedError(
-            f"quantization_method={quantization_method!r} is not available on MLX: mlx_lm's converter writes "
-            f"{', '.join(QUANTIZATION_METHODS)} GGUF only; quantize that file with llama.cpp's llama-quantize"
-        )
     config = model_config(model)
     if config.get("model_type") not in SUPPORTED_MODEL_TYPES:
         supported = ", ".join(SUPPORTED_MODEL_TYPES)
@@ -75,9 +117,7 @@ def save_pretrained_gguf(
             f"mlx_lm's GGUF converter supports {supported} models, not {config.get('model_type')!r}"
         )
     weights = merged_weights(model)
-    dtype = QUANTIZATION_METHODS[method]
-    if dtype is not None:
-        weights = {name: value.astype(dtype) for name, value in weights.items()}
+    method = resolve_method(quantization_method, weights["model.embed_tokens.weight"].dtype)
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
     # The converter reads the vocabulary back from tokenizer files in the same folder.
@@ -85,7 +125,14 @@ def save_pretrained_gguf(
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     from mlx_lm.gguf import convert_to_gguf
 
-    label = _FILE_LABELS.get(weights["model.embed_tokens.weight"].dtype, "F32")
-    path = folder / f"unsloth.{label}.gguf"
-    convert_to_gguf(folder, weights, config, str(path))
+    path = folder / f"unsloth.{UNIFORM_TYPES[method].upper()}.gguf"
+    converted = folder / f".{path.name}.converter.gguf"
+    try:
+        # Quantizing from float32 loses the least; the converter would otherwise keep each weight's own type.
+        as_float32 = {name: value.astype(mx.float32) for name, value in weights.items()}
+        convert_to_gguf(folder, as_float32, config, str(converted))
+        vocabulary = byte_level_bpe_keys(folder, int(weights["model.embed_tokens.weight"].shape[0]))
+        rewrite_gguf(converted, path, UNIFORM_TYPES[method], vocabulary)
+    finally:
+        converted.unlink(missing_ok=True)
     return path

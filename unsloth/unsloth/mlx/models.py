@@ -25,7 +25,7 @@ from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
 from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, apply_lora, lora_settings
 
-from .gguf import model_config, save_pretrained_gguf
+from .gguf import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
 from .keywords import carries_value
 from .merged import save_pretrained_merged
 from .names import normalised_name
@@ -145,8 +145,8 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
 
 
 def _save_pretrained_gguf(
-    model: Any, save_directory: str | Path, tokenizer: Any, quantization_method: Any = "not_quantized"
-) -> Path:
+    model: Any, save_directory: str | Path, tokenizer: Any, quantization_method: Any = DEFAULT_QUANTIZATION_METHOD
+) -> Any:
     return save_pretrained_gguf(model, save_directory, tokenizer, quantization_method)
 
 

@@ -54,9 +54,10 @@ def schedule_factor(kind: str, step: int, warmup: int, total: int) -> float:
         return step / max(1, warmup)
     if kind == "constant_with_warmup":
         return 1.0
-    progress = (step - warmup) / max(1, total - warmup)
     if kind == "linear":
-        return max(0.0, 1.0 - progress)
+        # Written as Hugging Face writes it, so the logged rate is the same float, not one rounding away.
+        return max(0.0, (total - step) / max(1, total - warmup))
+    progress = (step - warmup) / max(1, total - warmup)
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 

@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Optional
+from typing import Any, Iterable, NamedTuple, Optional, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -76,6 +76,12 @@ def _note_eval_by_steps(eval_steps: Any) -> None:
             eval_steps,
             eval_steps,
         )
+
+
+def _scaled(loss: mx.array, grads: Any, count: mx.array) -> Tuple[mx.array, Any]:
+    """`loss` and every gradient multiplied by a target count, each gradient keeping its dtype."""
+    factor = count.astype(mx.float32)
+    return loss * factor, tree_map(lambda array: (array * factor).astype(array.dtype), grads)
 
 
 def _exportable(callback: Any) -> bool:
@@ -242,21 +248,26 @@ class MLXTrainer:
             self._fire("on_step_begin")
             # Randomness (dropout) is a function of the step, so a resumed run draws what the uninterrupted one did.
             mx.random.seed(args.seed + self.state.global_step)
-            grads, step_loss = None, None
+            grads, step_loss, step_targets = None, None, mx.array(0)
             for position, indices in enumerate(group):
                 tokens, lengths = pad_batch(self.train_rows, indices, self.pad_id, self._pad_multiple)
-                loss, _, micro_grads = self._forward_backward(mx.array(tokens), mx.array(lengths))
+                loss, count, micro_grads = self._forward_backward(mx.array(tokens), mx.array(lengths))
+                if len(group) > 1:
+                    # A micro-batch's mean times its target count is its summed loss (and that sum's gradient).
+                    loss, micro_grads = _scaled(loss, micro_grads, count)
+                    step_targets = step_targets + count
                 grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
                 step_loss = loss if step_loss is None else step_loss + loss
                 self.state.num_input_tokens_seen += int(lengths.sum())
                 self._samples_seen += len(indices)
                 if position < len(group) - 1:
                     # Materialise the running sum so the graph stays one micro-batch deep.
-                    mx.eval(grads, step_loss)
+                    mx.eval(grads, step_loss, step_targets)
                     self._fire("on_substep_end")
             if len(group) > 1:
-                grads = tree_map(lambda array: array / len(group), grads)
-                step_loss = step_loss / len(group)
+                # The step's token-weighted mean, as Hugging Face's Trainer gets it by dividing by num_items_in_batch.
+                total = mx.maximum(step_targets, 1).astype(mx.float32)
+                step_loss, grads = step_loss / total, tree_map(lambda array: (array / total).astype(array.dtype), grads)
             grads, grad_norm = clip_gradients(grads, args.grad_clip_mode, args.max_grad_norm, args.max_grad_value)
             self._fire("on_pre_optimizer_step")
             learning_rate = self._rates[min(self.state.global_step, len(self._rates) - 1)]
@@ -325,7 +336,7 @@ class MLXTrainer:
         self._fire("on_log", logs=logs)
 
     def evaluate(self) -> dict:
-        """Token-weighted eval loss and its perplexity over the whole eval set, with `on_prediction_step` per batch."""
+        """Eval loss as Hugging Face's `Trainer` reports it (batch token means, weighted by rows) and its perplexity."""
         if not self.eval_rows:
             raise ValueError("evaluation needs an eval_dataset")
         size = self.args.per_device_eval_batch_size
@@ -333,16 +344,16 @@ class MLXTrainer:
         self.callback_handler.eval_dataloader = batches
         self.model.eval()
         start = time.time()
-        loss_sum, count_sum = mx.array(0.0), mx.array(0)
+        row_losses = []
         for indices in batches:
             tokens, lengths = pad_batch(self.eval_rows, indices, self.pad_id, self.args.pad_to_multiple_of)
-            loss, count = masked_cross_entropy(self.model, mx.array(tokens), mx.array(lengths))
-            loss_sum, count_sum = loss_sum + loss * count, count_sum + count
-            mx.eval(loss_sum, count_sum)
+            loss, _ = masked_cross_entropy(self.model, mx.array(tokens), mx.array(lengths))
+            # Each row is credited with its batch's token mean, as the Trainer repeats a batch's loss per row.
+            row_losses += [loss.item()] * len(indices)
             self._fire("on_prediction_step")
         self.model.train()
         runtime = time.time() - start
-        eval_loss = loss_sum.item() / max(count_sum.item(), 1)
+        eval_loss = math.fsum(row_losses) / len(row_losses)
         metrics = {
             "eval_loss": eval_loss,
             "eval_perplexity": math.exp(min(eval_loss, 700.0)),
