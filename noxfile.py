@@ -21,7 +21,7 @@ MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "pytest"]
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the whole pytest suite against both packages."""
-    _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst", "jinja2")
+    _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst", "jinja2", "hypothesis")
     session.run("pytest", "--ignore=tests/mlx_backend", "--ignore=tests/mlx_api", *session.posargs)
 
 
