@@ -96,16 +96,19 @@ MAX_SHOWN_DIGITS = 30
 logger = logging.getLogger(__name__)
 _warned_messages: Set[str] = set()
 _warned_lock = threading.Lock()
+# Guards the pool's reaping step while diagnostics wrap and unwrap it.
+_reaper_lock = threading.Lock()
 
 
-def _reinit_warned_lock_in_child() -> None:
-    # Another thread may have held the lock when this process forked; the child has no thread to release it.
-    global _warned_lock
+def _reinit_locks_in_child() -> None:
+    # Another thread may have held a lock when this process forked; the child has no thread to release it.
+    global _warned_lock, _reaper_lock
     _warned_lock = threading.Lock()
+    _reaper_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_warned_lock_in_child)
+    os.register_at_fork(after_in_child=_reinit_locks_in_child)
 
 
 def reset_warning_state() -> None:
@@ -895,7 +898,6 @@ _RECORDERS_ATTRIBUTE = "_unsloth_worker_exit_recorders"
 _ORIGINAL_ATTRIBUTE = "_unsloth_original_reaper"
 # Set on an error this module already explained, so an enclosing context passes it through unchanged.
 _EXPLAINED_ATTRIBUTE = "_unsloth_worker_death_explained"
-_reaper_lock = threading.Lock()
 
 
 class _WorkerExitRecorder:
