@@ -175,8 +175,12 @@ def test_a_5001_digit_request_is_clamped_and_printable(host):
         (["--json"], {"LOCAL_WORLD_SIZE": "9" * 5000}),
         (["--json"], {policy.NUM_PROC_ENV_VAR: "9" * 5000}),
         ([], {policy.NUM_PROC_ENV_VAR: "9" * 40}),
+        (["--json"], {policy.NUM_PROC_ENV_VAR: "0" * 5000 + "4", "LOCAL_WORLD_SIZE": "0" * 5000 + "1"}),
     ],
-    ids=["closure-1e13", "closure-4000-digits", "rows-and-request-4000-digits", "ranks", "hatch", "hatch-40-digits"],
+    ids=[
+        "closure-1e13", "closure-4000-digits", "rows-and-request-4000-digits", "ranks", "hatch", "hatch-40-digits",
+        "5000-leading-zeros",
+    ],
 )
 def test_cli_with_huge_numbers_answers(host, argv, env):
     host(cpu_count=8, env=env)

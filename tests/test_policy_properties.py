@@ -46,7 +46,7 @@ ENV_NAMES = (policy.NUM_PROC_ENV_VAR, *policy.LOCAL_RANK_ENV_VARS)
 # --------------------------------------------------------------------------- what the OS may answer
 
 safe_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
-huge_digits = st.integers(min_value=19, max_value=6000).map(lambda n: "9" * n)
+huge_digits = st.integers(min_value=19, max_value=6000).flatmap(lambda n: st.sampled_from(["9" * n, "0" * n + "7"]))
 numbers_as_text = st.one_of(
     st.integers(min_value=-(10**6), max_value=10**13).map(str),
     huge_digits,

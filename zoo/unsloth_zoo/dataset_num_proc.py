@@ -222,8 +222,9 @@ def _safe_repr(value: Any) -> str:
 
 def _parse_plausible_count(word: str) -> Optional[int]:
     """A non-negative decimal integer of at most MAX_PLAUSIBLE_DIGITS digits, else None."""
-    if word.isascii() and word.isdigit() and len(word.lstrip("0")) <= MAX_PLAUSIBLE_DIGITS:
-        return int(word)
+    digits = word.lstrip("0") or "0"
+    if word.isascii() and word.isdigit() and len(digits) <= MAX_PLAUSIBLE_DIGITS:
+        return int(digits)  # leading zeros stripped: int() refuses 4,300+ characters, zeros included
     return None
 
 
