@@ -32,7 +32,7 @@ LLAMA_CPP_CMAKE_ARGS = " ".join(f"-D{part}=OFF" for part in LLAMA_CPP_UNUSED_PAR
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the whole pytest suite against both packages."""
-    _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst", "jinja2")
+    _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst", "jinja2", "hypothesis")
     session.run(
         "pytest", "--ignore=tests/mlx_backend", "--ignore=tests/mlx_api", "--ignore=tests/trl_real", *session.posargs
     )

@@ -203,7 +203,7 @@ MUTANTS = [
         id="hatch-capped",
     ),
     pytest.param("        count = requested\n", "        count = requested + 0.0\n", "typed", id="float-count"),
-    pytest.param("    steps = []", "    steps = [Step(None, repr(os.urandom(8)))]", "deterministic", id="random-record"),
+    pytest.param("    steps: List[Step] = []", "    steps: List[Step] = [Step(None, repr(os.urandom(8)))]", "deterministic", id="random-record"),
     pytest.param(
         "closure_bytes=closure_bytes).value", "closure_bytes=closure_bytes).value or 1", "record_matches_value",
         id="get-disagrees-with-record",
@@ -215,7 +215,7 @@ MUTANTS = [
         id="one-cpu-too-many",
     ),
     pytest.param(
-        "serial = 1 if any_large else None", "serial = None", "responses_only_typed", id="responses-only-serial-auto-sizes"
+        "serial = 1 if any_large and forking else None", "serial = None", "responses_only_typed", id="responses-only-serial-auto-sizes"
     ),
 ]
 

@@ -143,3 +143,42 @@ def test_packages_never_import_tool_dependencies(forbidden):
     sources = list((REPO / "zoo").rglob("*.py")) + list((REPO / "unsloth").rglob("*.py"))
     offenders = [str(path) for path in sources if f"import {forbidden}" in path.read_text() or f"from {forbidden}" in path.read_text()]
     assert offenders == []
+
+
+def _truncate_before(text: str, marker: str) -> str:
+    """The file cut at a line boundary before `marker`: still valid Python, missing everything after."""
+    return text[: text.index(marker)]
+
+
+@pytest.mark.parametrize("cut", ["empty", "truncated"])
+def test_empty_or_truncated_fallback_is_one_clear_warning_then_none(tmp_path, cut):
+    site = build_site(tmp_path, zoo="older", unsloth=True)
+    fallback = site / "unsloth" / "dataset_num_proc.py"
+    fallback.write_text("" if cut == "empty" else _truncate_before(fallback.read_text(), "def explain_dataset_num_proc("))
+    seen, stderr = run_probe(site)
+    assert seen["name"] is None and seen["answer"] is None
+    warnings = [line for line in stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1, stderr
+    assert str(fallback) in warnings[0] and "empty or truncated" in warnings[0] and "get_dataset_num_proc" in warnings[0]
+    assert "pip install" in warnings[0]
+
+
+def test_truncated_fallback_leaves_no_half_module_registered(tmp_path):
+    site = build_site(tmp_path, zoo="older", unsloth=True)
+    fallback = site / "unsloth" / "dataset_num_proc.py"
+    fallback.write_text(_truncate_before(fallback.read_text(), "def get_dataset_num_proc("))
+    code = (
+        f"import sys; sys.path.insert(0, {str(site)!r})\n"
+        "import unsloth_num_proc\n"
+        "print(unsloth_num_proc.load_policy(), unsloth_num_proc.OFF_DISK_MODULE_NAME in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["None", "False"]
+
+
+def test_a_zoo_policy_lacking_the_api_is_passed_over_for_the_fallback(tmp_path):
+    site = build_site(tmp_path, zoo="older", unsloth=True)
+    (site / "unsloth_zoo" / "dataset_num_proc.py").write_text("def get_dataset_num_proc(desired=None):\n    return 1\n")
+    seen, _ = run_probe(site)
+    assert seen["name"] == "_unsloth_dataset_num_proc_fallback"

@@ -89,13 +89,32 @@ class Patcher:
             self._undo.pop()()
 
 
+class _FakeDefaultContext:
+    """Answers like multiprocessing's module-level DefaultContext: the default is its own, the list order is fixed."""
+
+    def __init__(self, platform: str, method: str, pinned: bool) -> None:
+        self._default_context = types.SimpleNamespace(_name=method)
+        self._actual_context = self._default_context if pinned else None
+        self._platform = platform
+
+    def get_start_method(self, allow_none: bool = False) -> Optional[str]:
+        if self._actual_context is None:
+            if allow_none:
+                return None
+            self._actual_context = self._default_context
+        return self._actual_context._name
+
+    def get_all_start_methods(self) -> list:
+        # Real libraries list methods in a fixed platform order, not default first (macOS lists spawn first).
+        return list(_ALL_METHODS.get(self._platform, _LINUX_METHODS))
+
+
 def fake_start_method_module(name: str, platform: str, method: str, pinned: bool) -> types.ModuleType:
     """A module answering like multiprocessing does on `platform`, defaulting to (or pinned at) `method`."""
-    offered = list(_ALL_METHODS.get(platform, _LINUX_METHODS))
-    listed = [method] + [other for other in offered if other != method]
+    context = _FakeDefaultContext(platform, method, pinned)
     module = types.ModuleType(name)
-    module.get_start_method = lambda allow_none=False: method if pinned or not allow_none else None
-    module.get_all_start_methods = lambda: list(listed)
+    module.get_start_method = context.get_start_method
+    module.get_all_start_methods = context.get_all_start_methods
     return module
 
 

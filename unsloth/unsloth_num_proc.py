@@ -21,6 +21,16 @@ CANONICAL_MODULE = "unsloth_zoo.dataset_num_proc"
 PACKAGED_FALLBACK_MODULE = "unsloth.dataset_num_proc"
 # The off-disk copy is registered under this name, so every later call gets the same module object.
 OFF_DISK_MODULE_NAME = "_unsloth_dataset_num_proc_fallback"
+# What callers use; a module without all of it (an older zoo's, an empty or truncated file) is never handed out.
+REQUIRED_API = (
+    "get_dataset_num_proc",
+    "explain_dataset_num_proc",
+    "environment_override",
+    "map_failure_diagnostics",
+    "resolve_responses_only_num_proc",
+    "reset_warning_state",
+    "pickled_size",
+)
 
 logger = logging.getLogger(__name__)
 _load_lock = threading.Lock()
@@ -32,18 +42,18 @@ def load_policy() -> Optional[ModuleType]:
     global _warned_no_policy
     failures = []
     try:
-        return importlib.import_module(CANONICAL_MODULE)
+        return _require_api(importlib.import_module(CANONICAL_MODULE))
     except Exception as error:
-        failures.append(f"{CANONICAL_MODULE}: {error!r}")
+        failures.append(f"{CANONICAL_MODULE}: {type(error).__name__}: {error}")
     if "unsloth" in sys.modules:
         try:
-            return importlib.import_module(PACKAGED_FALLBACK_MODULE)
+            return _require_api(importlib.import_module(PACKAGED_FALLBACK_MODULE))
         except Exception as error:
-            failures.append(f"{PACKAGED_FALLBACK_MODULE}: {error!r}")
+            failures.append(f"{PACKAGED_FALLBACK_MODULE}: {type(error).__name__}: {error}")
     try:
         return _load_fallback_off_disk()
     except Exception as error:
-        failures.append(f"{OFF_DISK_MODULE_NAME}: {error!r}")
+        failures.append(f"{OFF_DISK_MODULE_NAME}: {type(error).__name__}: {error}")
     if not _warned_no_policy:
         _warned_no_policy = True
         logger.warning(
@@ -51,6 +61,17 @@ def load_policy() -> Optional[ModuleType]:
             "; ".join(failures),
         )
     return None
+
+
+def _require_api(module: ModuleType) -> ModuleType:
+    missing = [name for name in REQUIRED_API if not callable(getattr(module, name, None))]
+    if missing:
+        source = getattr(module, "__file__", None) or module.__name__
+        raise ImportError(
+            f"{source} is empty or truncated, or from an older release: it lacks {', '.join(missing)}; "
+            f"reinstall it (pip install --force-reinstall unsloth unsloth_zoo)"
+        )
+    return module
 
 
 def _load_fallback_off_disk() -> ModuleType:
@@ -70,6 +91,7 @@ def _load_fallback_off_disk() -> ModuleType:
         sys.modules[OFF_DISK_MODULE_NAME] = module
         try:
             spec.loader.exec_module(module)
+            _require_api(module)
         except BaseException:
             del sys.modules[OFF_DISK_MODULE_NAME]
             raise

@@ -11,11 +11,11 @@ shard, so the answer depends on the start method `datasets` will really use, the
 this process may actually use (affinity mask and cgroup limits included), and how many ranks of one
 job share the host. `UNSLOTH_DATASET_NUM_PROC` overrides everything.
 
-Only the standard library is imported here; `psutil` and `multiprocess` are read lazily.
+Only the standard library is imported here; `psutil`, `multiprocess` and `dill` are read lazily.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: dataclasses would then look this module up in sys.modules,
+# which fails when a tool loads the file by path without registering it.
 import argparse
 import contextlib
 import dataclasses
@@ -26,15 +26,17 @@ import numbers
 import os
 import pickle
 import signal
+import stat
 import sys
 import threading
-from typing import Any, Iterator, Optional, Sequence, TextIO, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, TextIO, Tuple
 
 __all__ = [
     "AUTO_MIN_ROWS_PER_WORKER",
     "AUTO_ROWS_PER_CLOSURE_MIB",
     "AUTO_NUM_PROC_CAP",
     "CGROUP_ROOT",
+    "MAX_COUNT",
     "MEMORY_BUDGET_FRACTION",
     "NUM_PROC_ENV_VAR",
     "PROC_MEMINFO",
@@ -81,9 +83,32 @@ UNLIMITED_BYTES = 2**60
 MAP_LAYER = "map"
 CONFIG_LAYER = "config"
 
+# A 64-bit count: environment values longer than this are not plausible numbers (and int() of 4,300+ digits raises).
+MAX_PLAUSIBLE_DIGITS = 18
+# A CPU quota above this many CPUs is no limit; dividing huge quotas would overflow a float.
+MAX_PLAUSIBLE_CPUS = 2**32
+READ_LIMIT_BYTES = 65536
+# Row counts, closure sizes and requested counts beyond this are read as this: no real map comes near it.
+MAX_COUNT = 2**63 - 1
+# Numbers longer than this are shown by size, since str() of a 4,300+ digit int raises.
+MAX_SHOWN_DIGITS = 30
+
 logger = logging.getLogger(__name__)
-_warned_messages: set = set()
+_warned_messages: Set[str] = set()
 _warned_lock = threading.Lock()
+# Guards the pool's reaping step while diagnostics wrap and unwrap it.
+_reaper_lock = threading.Lock()
+
+
+def _reinit_locks_in_child() -> None:
+    # Another thread may have held a lock when this process forked; the child has no thread to release it.
+    global _warned_lock, _reaper_lock
+    _warned_lock = threading.Lock()
+    _reaper_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_locks_in_child)
 
 
 def reset_warning_state() -> None:
@@ -143,18 +168,18 @@ class NumProcDecision:
     host: HostFacts
     steps: Tuple[Step, ...]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
 
     def format_table(self) -> str:
         host = self.host
         memory = "unknown" if host.available_memory_bytes is None else f"{host.available_memory_bytes / GIB:.2f} GiB"
         rows = [
-            ("num_proc", "None (in-process)" if self.value is None else str(self.value)),
+            ("num_proc", "None (in-process)" if self.value is None else _show_int(self.value)),
             ("layer", self.layer),
             ("requested", f"{self.requested} ({self.request_kind})"),
-            ("rows", "unknown" if self.rows is None else str(self.rows)),
-            ("closure", "unknown" if self.closure_bytes is None else f"{self.closure_bytes / 2**20:.2f} MiB pickled"),
+            ("rows", "unknown" if self.rows is None else _show_int(self.rows)),
+            ("closure", "unknown" if self.closure_bytes is None else f"{_show_mib(self.closure_bytes)} MiB pickled"),
             ("decided by", self.decided_by),
             ("platform", host.platform),
             ("start method", f"{host.start_method or 'unknown'} (from {host.start_method_source})"),
@@ -171,6 +196,42 @@ class NumProcDecision:
         return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- safe text
+
+
+def _show_int(number: int) -> str:
+    """An integer as text, or its size in bits when it has too many digits to print."""
+    if number.bit_length() > MAX_SHOWN_DIGITS * 3:
+        return f"a {number.bit_length()}-bit number"
+    return str(number)
+
+
+def _show_mib(size: int) -> str:
+    if size.bit_length() > MAX_SHOWN_DIGITS * 3:
+        return _show_int(size // 2**20)
+    return f"{size / 2**20:.2f}"
+
+
+def _safe_repr(value: Any) -> str:
+    """repr() of a caller's value, short, and never raising (a broken __repr__ or a 5,000-digit int)."""
+    try:
+        if isinstance(value, int) and not isinstance(value, bool):
+            text = _show_int(int(value))
+        else:
+            text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__} object with a broken repr>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _parse_plausible_count(word: str) -> Optional[int]:
+    """A non-negative decimal integer of at most MAX_PLAUSIBLE_DIGITS digits, else None."""
+    digits = word.lstrip("0") or "0"
+    if word.isascii() and word.isdigit() and len(digits) <= MAX_PLAUSIBLE_DIGITS:
+        return int(digits)  # leading zeros stripped: int() refuses 4,300+ characters, zeros included
+    return None
+
+
 # --------------------------------------------------------------------------- escape hatch
 
 
@@ -181,8 +242,8 @@ def parse_num_proc_override(text: Optional[str]) -> Tuple[str, Optional[int]]:
     word = text.strip().lower()
     if word in SERIAL_OVERRIDE_WORDS:
         return "serial", None
-    if word.isascii() and word.isdigit():
-        count = int(word)
+    count = _parse_plausible_count(word)
+    if count is not None:
         return ("workers", count) if count >= 2 else ("serial", None)
     return "invalid", None
 
@@ -193,7 +254,7 @@ def environment_override() -> Tuple[bool, Optional[int]]:
     kind, count = parse_num_proc_override(raw)
     if kind == "invalid":
         _warn_once(
-            f"Ignoring {NUM_PROC_ENV_VAR}={raw!r}: expected an integer >= 2 for workers, "
+            f"Ignoring {NUM_PROC_ENV_VAR}={_safe_repr(raw)}: expected an integer >= 2 (at most {MAX_PLAUSIBLE_DIGITS} digits) for workers, "
             f"or 0/1/none/false/empty for in-process; deciding as if it were unset."
         )
         return False, None
@@ -207,7 +268,7 @@ def environment_override() -> Tuple[bool, Optional[int]]:
 _FORKING_START_METHOD = "fork"
 
 
-def _platform_start_methods(platform: str) -> frozenset:
+def _platform_start_methods(platform: str) -> FrozenSet[str]:
     """The start methods this platform can offer at all, whatever a library claims."""
     if platform == "win32" or not hasattr(os, "fork"):
         return frozenset({"spawn"})
@@ -215,11 +276,12 @@ def _platform_start_methods(platform: str) -> frozenset:
 
 
 def _read_start_method(module: Any) -> Optional[str]:
-    # allow_none=True reads without pinning; unpinned means the first listed method, the default.
+    # allow_none=True reads a pinned method without pinning one; get_context() or allow_none=False would pin.
     method = module.get_start_method(allow_none=True)
     if method is None:
-        offered = module.get_all_start_methods()
-        method = offered[0] if offered else None
+        # Unpinned, the default context answers; its list order is not the default (macOS lists spawn first).
+        default_context = getattr(getattr(module.get_start_method, "__self__", None), "_default_context", None)
+        method = getattr(default_context, "_name", None)
     return method if isinstance(method, str) else None
 
 
@@ -259,10 +321,10 @@ def _worker_veto(platform: str, method: Optional[str], source: str) -> Optional[
 # --------------------------------------------------------------------------- cgroup parsing (pure)
 
 
-def parse_proc_self_cgroup(text: str) -> Tuple[Optional[str], dict]:
+def parse_proc_self_cgroup(text: str) -> Tuple[Optional[str], Dict[str, Tuple[str, str]]]:
     """Split /proc/self/cgroup into the v2 path and a {v1 controller: path} map; bad lines are skipped."""
     v2_path = None
-    v1_paths = {}
+    v1_paths: Dict[str, Tuple[str, str]] = {}
     for line in text.splitlines():
         parts = line.strip().split(":", 2)
         if len(parts) != 3 or not parts[2].startswith("/"):
@@ -288,6 +350,13 @@ def parse_cpu_max(text: str) -> Optional[float]:
     period = int(fields[1]) if len(fields) == 2 else 100000
     if quota <= 0 or period <= 0:
         raise ValueError("quota and period must be positive")
+    return _cpus_from_quota(quota, period)
+
+
+def _cpus_from_quota(quota: int, period: int) -> Optional[float]:
+    # A quota of more CPUs than any machine has is no limit, and dividing it could overflow a float.
+    if quota // period >= MAX_PLAUSIBLE_CPUS:
+        return None
     return quota / period
 
 
@@ -299,7 +368,7 @@ def parse_cfs_quota(quota_text: str, period_text: str) -> Optional[float]:
     period = int(period_text.strip())
     if quota == 0 or period <= 0:
         raise ValueError("quota and period must be positive")
-    return quota / period
+    return _cpus_from_quota(quota, period)
 
 
 def parse_memory_bytes(text: str) -> Optional[int]:
@@ -326,26 +395,46 @@ def parse_stat_value(text: str, key: str) -> int:
 
 
 def _read_text(path: str) -> Optional[str]:
-    """A small kernel file's text; None when absent, a warning when present but unreadable."""
+    """A small kernel file's text; None when absent, a warning when present but unreadable.
+
+    Opened non-blocking and read up to READ_LIMIT_BYTES, and only when it is a regular file, so a FIFO or
+    device where a kernel file should be cannot hang or flood the caller.
+    """
     try:
-        with open(path, "rb") as handle:
-            return handle.read(65536).decode("ascii")
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except (OSError, UnicodeDecodeError) as error:
+    except Exception as error:
         _warn_once(f"Could not read {path} ({error}); ignoring it when sizing dataset workers.")
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError("not a regular file")
+        chunks: List[bytes] = []
+        size = 0
+        while size < READ_LIMIT_BYTES:
+            chunk = os.read(descriptor, READ_LIMIT_BYTES - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks).decode("ascii")
+    except Exception as error:
+        _warn_once(f"Could not read {path} ({error}); ignoring it when sizing dataset workers.")
+        return None
+    finally:
+        os.close(descriptor)
 
 
-def _parse_or_warn(path: str, parse, *texts: str) -> Any:
+def _parse_or_warn(path: str, parse: Callable[..., Any], *texts: str) -> Any:
     try:
         return parse(*texts)
-    except (ValueError, IndexError) as error:
+    except (ValueError, IndexError, ArithmeticError) as error:
         _warn_once(f"Could not parse {path} ({error}): {texts[0][:80]!r}; ignoring it when sizing dataset workers.")
         return None
 
 
-def _cgroup_membership() -> Tuple[Optional[str], dict]:
+def _cgroup_membership() -> Tuple[Optional[str], Dict[str, Tuple[str, str]]]:
     if not sys.platform.startswith("linux"):
         return None, {}
     text = _read_text(PROC_SELF_CGROUP)
@@ -389,7 +478,7 @@ def _cgroup_dirs(kind: str) -> Iterator[Tuple[str, str]]:
     """(version, directory) pairs for the "cpu" or "memory" controller, innermost first, v2 before v1."""
     v2_path, v1_paths = _cgroup_membership()
     v2_root = _v2_root() if v2_path is not None else None
-    if v2_root is not None:
+    if v2_root is not None and v2_path is not None:
         for directory in _walk_up(v2_root, v2_path):
             yield "v2", directory
     if kind in v1_paths:
@@ -402,7 +491,7 @@ def _cgroup_dirs(kind: str) -> Iterator[Tuple[str, str]]:
 
 def _cgroup_cpu_limit() -> Optional[float]:
     """The tightest CPU quota on the way from this process's cgroup to the root, in CPUs."""
-    limits = []
+    limits: List[float] = []
     for version, directory in _cgroup_dirs("cpu"):
         if version == "v2":
             path = os.path.join(directory, "cpu.max")
@@ -432,18 +521,19 @@ def _read_working_set(directory: str, usage_file: str, inactive_key: str) -> Opt
     inactive = 0
     if stat_text is not None:
         inactive = _parse_or_warn(stat_path, parse_stat_value, stat_text, inactive_key) or 0
-    return max(usage - inactive, 0)
+    return max(int(usage) - int(inactive), 0)
 
 
 def _cgroup_free_memory() -> Optional[int]:
     """The least memory any cgroup on the way to the root still allows, never below 0."""
-    free = []
+    free: List[int] = []
     for version, directory in _cgroup_dirs("memory"):
+        limit_files: Tuple[str, ...]
         if version == "v2":
             limit_files, usage_file, inactive_key = ("memory.max", "memory.high"), "memory.current", "inactive_file"
         else:
             limit_files, usage_file, inactive_key = ("memory.limit_in_bytes",), "memory.usage_in_bytes", "total_inactive_file"
-        limits = []
+        limits: List[int] = []
         for name in limit_files:
             path = os.path.join(directory, name)
             text = _read_text(path)
@@ -464,7 +554,7 @@ def _cgroup_free_memory() -> Optional[int]:
 
 
 def _usable_cpus() -> Tuple[Optional[int], str, Tuple[Tuple[str, Optional[float]], ...]]:
-    readings = []
+    readings: List[Tuple[str, Optional[float]]] = []
     try:
         logical = os.cpu_count()
     except Exception:
@@ -479,30 +569,40 @@ def _usable_cpus() -> Tuple[Optional[int], str, Tuple[Tuple[str, Optional[float]
             affinity = None
     readings.append(("affinity mask", affinity))
     readings.append(("cgroup cpu quota", _cgroup_cpu_limit()))
-    known = [(value, source) for source, value in readings if value is not None and value > 0]
+    known = [(value, source) for source, value in readings if isinstance(value, (int, float)) and 0 < value < math.inf]
     if not known:
         return None, "nothing (CPU count unknown)", tuple(readings)
     value, source = min(known, key=lambda item: item[0])
     return max(int(math.floor(value)), 1), source, tuple(readings)
 
 
+def _plausible_memory(value: Optional[int], source: str) -> Optional[int]:
+    """A host memory reading, or None with a warning when it is negative or beyond any machine (2**60 bytes)."""
+    if value is None:
+        return None
+    if 0 <= value < UNLIMITED_BYTES:
+        return value
+    _warn_once(f"Ignoring {source}: {_show_int(value)} bytes is not a possible amount of memory.")
+    return None
+
+
 def _host_available_memory() -> Optional[int]:
     try:
-        import psutil
+        import psutil  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except Exception:
         psutil = None
     if psutil is not None:
         try:
-            return int(psutil.virtual_memory().available)
+            return _plausible_memory(int(psutil.virtual_memory().available), "psutil.virtual_memory().available")
         except Exception as error:
-            _warn_once(f"psutil.virtual_memory() failed ({error!r}); falling back to {PROC_MEMINFO}.")
+            _warn_once(f"psutil.virtual_memory() failed ({_safe_repr(error)}); falling back to {PROC_MEMINFO}.")
     if not sys.platform.startswith("linux"):
         return None
     text = _read_text(PROC_MEMINFO)
     if text is None:
         return None
     kibibytes = _parse_or_warn(PROC_MEMINFO, parse_stat_value, text.replace(":", " ").replace(" kB", ""), "MemAvailable")
-    return None if kibibytes is None else kibibytes * 1024
+    return None if kibibytes is None else _plausible_memory(kibibytes * 1024, f"MemAvailable in {PROC_MEMINFO}")
 
 
 def _available_memory() -> Tuple[Optional[int], str, Tuple[Tuple[str, Optional[int]], ...]]:
@@ -519,10 +619,10 @@ def _local_ranks() -> Tuple[int, str]:
         raw = os.environ.get(name)
         if raw is None:
             continue
-        word = raw.strip()
-        if word.isascii() and word.isdigit() and int(word) >= 1:
-            return int(word), name
-        _warn_once(f"Ignoring {name}={raw!r}: not a positive integer number of local ranks.")
+        count = _parse_plausible_count(raw.strip())
+        if count is not None and count >= 1:
+            return count, name
+        _warn_once(f"Ignoring {name}={_safe_repr(raw)}: not a positive integer number of local ranks.")
     return 1, "no local-rank variable set"
 
 
@@ -552,17 +652,27 @@ def _probe_host() -> HostFacts:
 
 def _classify_request(desired: Any) -> Tuple[str, Optional[int]]:
     """("auto"|"serial"|"explicit", count) for what a caller passed as `desired`."""
-    if desired is None or isinstance(desired, bool):
-        return "auto", None
-    if isinstance(desired, numbers.Integral):
-        count = int(desired)
-        return ("explicit", count) if count > 1 else ("serial", None)
-    _warn_once(f"Ignoring num_proc={desired!r}: a worker count must be an integer; sizing automatically.")
+    try:
+        if desired is None or isinstance(desired, bool):
+            return "auto", None
+        if isinstance(desired, numbers.Integral):
+            count = min(int(desired), MAX_COUNT)
+            return ("explicit", count) if count > 1 else ("serial", None)
+    except Exception:
+        pass
+    _warn_once(f"Ignoring num_proc={_safe_repr(desired)}: a worker count must be an integer; sizing automatically.")
     return "auto", None
 
 
-def _is_row_count(rows: Any) -> bool:
-    return isinstance(rows, numbers.Integral) and not isinstance(rows, bool) and rows >= 0
+def _as_count(value: Any) -> Optional[int]:
+    """A non-negative integer a map site passed (rows, closure bytes) as a plain int, else None."""
+    try:
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            count = int(value)
+            return min(count, MAX_COUNT) if count >= 0 else None
+    except Exception:
+        pass
+    return None
 
 
 def _encode(count: Optional[int], serial_as_none: bool, workers_usable: bool) -> Optional[int]:
@@ -588,16 +698,18 @@ def explain_dataset_num_proc(
     """
     layer = MAP_LAYER if serial_as_none else CONFIG_LAYER
     host = _probe_host()
-    steps = []
+    steps: List[Step] = []
+    row_count = _as_count(rows)
+    closure_size = _as_count(closure_bytes)
 
     def decide(count: Optional[int], request_kind: str, decided_by: str) -> NumProcDecision:
         return NumProcDecision(
-            value=_encode(count, serial_as_none, host.workers_usable),
+            value=_encode(count, bool(serial_as_none), host.workers_usable),
             layer=layer,
-            requested=repr(desired),
+            requested=_safe_repr(desired),
             request_kind=request_kind,
-            rows=rows if isinstance(rows, int) else None,
-            closure_bytes=closure_bytes if isinstance(closure_bytes, int) else None,
+            rows=row_count,
+            closure_bytes=closure_size,
             decided_by=decided_by,
             host=host,
             steps=tuple(steps),
@@ -605,27 +717,28 @@ def explain_dataset_num_proc(
 
     decided, override = environment_override()
     if decided:
-        steps.append(Step(override, f"{NUM_PROC_ENV_VAR}={os.environ.get(NUM_PROC_ENV_VAR)!r} decides, uncapped"))
+        raw = _safe_repr(os.environ.get(NUM_PROC_ENV_VAR))
+        steps.append(Step(override, f"{NUM_PROC_ENV_VAR}={raw} decides, uncapped"))
         return decide(override, "hatch", "environment")
 
     request_kind, requested = _classify_request(desired)
     veto = _worker_veto(host.platform, host.start_method, host.start_method_source)
     if veto is not None:
-        if request_kind == "explicit":
+        if requested is not None:
             _warn_once(
-                f"Running dataset map() in-process instead of with {requested} workers: {veto}. "
+                f"Running dataset map() in-process instead of with {_show_int(requested)} workers: {veto}. "
                 f"Set {NUM_PROC_ENV_VAR}=<n> to force n workers anyway."
             )
         steps.append(Step(None, veto))
         return decide(None, request_kind, "platform")
 
     if request_kind == "serial":
-        steps.append(Step(None, f"num_proc={desired!r} asks for in-process"))
+        steps.append(Step(None, f"num_proc={_safe_repr(desired)} asks for in-process"))
         return decide(None, request_kind, "request")
 
-    if request_kind == "explicit":
+    if requested is not None:
         count = requested
-        steps.append(Step(count, f"num_proc={requested} requested (not capped by CPUs)"))
+        steps.append(Step(count, f"num_proc={_show_int(requested)} requested (not capped by CPUs)"))
     else:
         cpus = host.usable_cpus
         if cpus is not None and host.local_ranks > 1:
@@ -637,23 +750,26 @@ def explain_dataset_num_proc(
         count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)
         steps.append(Step(count, f"half of {cpus} usable CPUs, at least 2, capped at {AUTO_NUM_PROC_CAP}"))
         rows_per_worker = AUTO_MIN_ROWS_PER_WORKER
-        if _is_row_count(closure_bytes):
-            rows_per_worker += int(AUTO_ROWS_PER_CLOSURE_MIB * closure_bytes / 2**20)
-        if _is_row_count(rows) and rows // rows_per_worker < count:
-            count = int(rows) // rows_per_worker
-            reason = f"{rows} rows give {rows_per_worker} rows to at most {count} workers"
+        if closure_size is not None:
+            # Integer arithmetic: a float would overflow on a huge size.
+            rows_per_worker += AUTO_ROWS_PER_CLOSURE_MIB * closure_size // 2**20
+        if row_count is not None and row_count // rows_per_worker < count:
+            count = row_count // rows_per_worker
+            reason = (
+                f"{_show_int(row_count)} rows give {_show_int(rows_per_worker)} rows to at most {count} workers"
+            )
             if count < 2:
                 steps.append(Step(None, reason))
                 return decide(None, request_kind, "rows")
             steps.append(Step(count, reason))
 
-    if _is_row_count(rows) and rows < count:
+    if row_count is not None and row_count < count:
         # datasets itself lowers num_proc to the row count, which could leave a Pool(1).
-        count = int(rows)
+        count = row_count
         if count < 2:
-            steps.append(Step(None, f"{rows} rows leave no work for a second worker"))
+            steps.append(Step(None, f"{row_count} rows leave no work for a second worker"))
             return decide(None, request_kind, "rows")
-        steps.append(Step(count, f"no more workers than the {rows} rows"))
+        steps.append(Step(count, f"no more workers than the {_show_int(row_count)} rows"))
 
     memory = host.available_memory_bytes
     if memory is None:
@@ -680,8 +796,8 @@ def explain_dataset_num_proc(
     if affordable < count:
         if request_kind == "explicit":
             _warn_once(
-                f"Using {affordable} dataset map() workers instead of {count}: {budget}. "
-                f"Set {NUM_PROC_ENV_VAR}={count} to force {count} workers anyway."
+                f"Using {affordable} dataset map() workers instead of {_show_int(count)}: {budget}. "
+                f"Set {NUM_PROC_ENV_VAR}={_show_int(count)} to force {_show_int(count)} workers anyway."
             )
         steps.append(Step(affordable, budget))
         return decide(affordable, request_kind, "memory")
@@ -700,8 +816,15 @@ def get_dataset_num_proc(
 
 
 def pickled_size(function: Any) -> Optional[int]:
-    """Bytes of `function` pickled, as each worker receives it; None when plain pickle cannot take it."""
+    """Bytes of `function` pickled as each worker receives it: with `dill` (what `multiprocess` sends)
+    when importable, else with `pickle`; None when it cannot be pickled."""
     try:
+        import dill  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    except Exception:
+        dill = None
+    try:
+        if dill is not None:
+            return len(dill.dumps(function))
         return len(pickle.dumps(function, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception:
         return None
@@ -710,9 +833,9 @@ def pickled_size(function: Any) -> Optional[int]:
 # --------------------------------------------------------------------------- train_on_responses_only
 
 
-def _split_sizes(trainer: Any) -> list:
+def _split_sizes(trainer: Any) -> List[Optional[int]]:
     """Row counts of the trainer's train and eval splits; None for a split without a length (streaming)."""
-    sizes = []
+    sizes: List[Optional[int]] = []
     for attribute in ("train_dataset", "eval_dataset"):
         value = getattr(trainer, attribute, None)
         if value is None:
@@ -730,11 +853,14 @@ def resolve_responses_only_num_proc(trainer: Any, num_proc: Any = None) -> Optio
     """The `num_proc` to hand the zoo's `train_on_responses_only`, so serial never turns into auto-sizing.
 
     The zoo auto-sizes a bare None when any split reaches ZOO_MIN_ROWS_FOR_MULTIPROC rows, so serial is
-    written as 1 there and as None where every sized split is below it. The escape hatch wins.
+    written as 1 there, but only where forking works: without it no auto-sizer can add workers, and a 1
+    would build a spawned Pool(1). Elsewhere serial is None. The escape hatch wins.
     """
     sizes = [size for size in _split_sizes(trainer) if size is not None]
     any_large = any(size >= ZOO_MIN_ROWS_FOR_MULTIPROC for size in sizes)
-    serial = 1 if any_large else None
+    method, method_source = _probe_start_method()
+    forking = _worker_veto(sys.platform, method, method_source) is None
+    serial = 1 if any_large and forking else None
     decided, override = environment_override()
     if decided:
         return serial if override is None else override
@@ -750,9 +876,9 @@ def resolve_responses_only_num_proc(trainer: Any, num_proc: Any = None) -> Optio
 DEAD_WORKER_MESSAGE = "One of the subprocesses has abruptly died during map operation"
 
 
-def _read_oom_kill_counters() -> dict:
+def _read_oom_kill_counters() -> Dict[str, int]:
     """oom_kill counters readable now: this process's memory cgroups, innermost first, then the host's."""
-    counters = {}
+    counters: Dict[str, int] = {}
     for version, directory in _cgroup_dirs("memory"):
         path = os.path.join(directory, "memory.events" if version == "v2" else "memory.oom_control")
         text = _read_text(path)
@@ -767,38 +893,70 @@ def _read_oom_kill_counters() -> dict:
     return counters
 
 
+# Marks the pool's reaping step while diagnostics wrap it; the mark lives on the wrapper itself, so every
+# copy of this module (the zoo's and unsloth's twin) shares one wrapper and one set of open contexts.
+_RECORDERS_ATTRIBUTE = "_unsloth_worker_exit_recorders"
+_ORIGINAL_ATTRIBUTE = "_unsloth_original_reaper"
+# Set on an error this module already explained, so an enclosing context passes it through unchanged.
+_EXPLAINED_ATTRIBUTE = "_unsloth_worker_death_explained"
+
+
 class _WorkerExitRecorder:
-    """Records the exit code of every pool worker the pool reaps, by wrapping the pool's reaping step."""
+    """Records the exit code of every pool worker reaped while it is open; open recorders share one wrapper."""
 
     def __init__(self) -> None:
-        self.exits: list = []
-        self._restore: list = []
+        self.exits: List[Tuple[int, int]] = []
+        self._installed_on: List[Any] = []
 
     def install(self) -> None:
-        for module_name in ("multiprocess.pool", "multiprocessing.pool"):
-            try:
-                pool_class = __import__(module_name, fromlist=["Pool"]).Pool
-                original = pool_class.__dict__["_join_exited_workers"]
-            except Exception:
-                continue
-            reap = original.__func__ if isinstance(original, staticmethod) else original
-
-            def recording_reap(pool, _reap=reap):
-                # Look after reaping: a worker may finish exiting between any earlier look and the reap.
-                before = list(pool)
-                cleaned = _reap(pool)
-                for worker in before:
-                    if worker not in pool and worker.exitcode:
-                        self.exits.append((worker.pid, worker.exitcode))
-                return cleaned
-
-            pool_class._join_exited_workers = staticmethod(recording_reap)
-            self._restore.append((pool_class, original))
+        with _reaper_lock:
+            for module_name in ("multiprocess.pool", "multiprocessing.pool"):
+                try:
+                    pool_class = __import__(module_name, fromlist=["Pool"]).Pool
+                    current = pool_class.__dict__["_join_exited_workers"]
+                except Exception:
+                    continue
+                recorders = getattr(current, _RECORDERS_ATTRIBUTE, None)
+                if recorders is None:
+                    current = _recording_reaper(current)
+                    recorders = getattr(current, _RECORDERS_ATTRIBUTE)
+                    pool_class._join_exited_workers = current
+                recorders.append(self)
+                self._installed_on.append(pool_class)
 
     def uninstall(self) -> None:
-        while self._restore:
-            pool_class, original = self._restore.pop()
-            pool_class._join_exited_workers = original
+        with _reaper_lock:
+            while self._installed_on:
+                pool_class = self._installed_on.pop()
+                current = pool_class.__dict__.get("_join_exited_workers")
+                recorders = getattr(current, _RECORDERS_ATTRIBUTE, None)
+                if recorders is None:
+                    continue  # someone replaced our wrapper; theirs is not ours to undo
+                with contextlib.suppress(ValueError):
+                    recorders.remove(self)
+                if not recorders:
+                    pool_class._join_exited_workers = getattr(current, _ORIGINAL_ATTRIBUTE)
+
+
+def _recording_reaper(original: Any) -> Any:
+    """A staticmethod wrapping the pool's reaping step that tells every open recorder which workers died."""
+    reap = original.__func__ if isinstance(original, staticmethod) else original
+    recorders: List[_WorkerExitRecorder] = []
+
+    def recording_reap(pool: Any) -> Any:
+        # Look after reaping: a worker may finish exiting between any earlier look and the reap.
+        before = list(pool)
+        cleaned = reap(pool)
+        for worker in before:
+            if worker not in pool and worker.exitcode:
+                for recorder in list(recorders):
+                    recorder.exits.append((worker.pid, worker.exitcode))
+        return cleaned
+
+    wrapper = staticmethod(recording_reap)
+    setattr(wrapper, _RECORDERS_ATTRIBUTE, recorders)
+    setattr(wrapper, _ORIGINAL_ATTRIBUTE, original)
+    return wrapper
 
 
 def _describe_exit(pid: int, exitcode: int) -> str:
@@ -811,11 +969,17 @@ def _describe_exit(pid: int, exitcode: int) -> str:
     return f"worker pid {pid} exited with code {exitcode}"
 
 
-def _explain_dead_worker(num_proc: Any, exits: list, oom_before: dict, oom_after: dict, memory: Optional[int]) -> str:
+def _explain_dead_worker(
+    num_proc: Any,
+    exits: List[Tuple[int, int]],
+    oom_before: Dict[str, int],
+    oom_after: Dict[str, int],
+    memory: Optional[int],
+) -> str:
     method, method_source = _probe_start_method()
-    workers = num_proc if isinstance(num_proc, int) and num_proc > 1 else 1
+    workers = _as_count(num_proc) or 1
     fired = {path: oom_after[path] - before for path, before in oom_before.items() if oom_after.get(path, before) > before}
-    causes = []
+    causes: List[str] = []
     if exits:
         causes.append(_describe_exit(*exits[0]))
     if fired:
@@ -834,11 +998,12 @@ def _explain_dead_worker(num_proc: Any, exits: list, oom_before: dict, oom_after
     else:
         cause = "Observed: " + "; ".join(causes) + "."
     available = "unknown" if memory is None else f"{memory / GIB:.1f} GiB"
+    needed = f"{workers * WORKER_MEMORY_BUDGET_GB:g}" if workers.bit_length() <= 64 else "far more than any host's"
     return (
         f"A dataset map() worker died (datasets: {DEAD_WORKER_MESSAGE!r}). "
-        f"The map ran {workers} worker process(es) with start method {method or 'unknown'!r} (from {method_source}). "
-        f"{cause} Each worker holds its own copy of the mapped function and an Arrow shard: {workers} workers "
-        f"needed roughly {workers * WORKER_MEMORY_BUDGET_GB:g} GiB at {WORKER_MEMORY_BUDGET_GB:g} GiB each, "
+        f"The map ran {_show_int(workers)} worker process(es) with start method {method or 'unknown'!r} (from {method_source}). "
+        f"{cause} Each worker holds its own copy of the mapped function and an Arrow shard: {_show_int(workers)} workers "
+        f"needed roughly {needed} GiB at {WORKER_MEMORY_BUDGET_GB:g} GiB each, "
         f"with {available} available when the map started. "
         f"To run this map in-process, set {NUM_PROC_ENV_VAR}=0: the policy then returns num_proc=None, "
         f"and datasets builds no worker pool at all. To choose the count yourself, set {NUM_PROC_ENV_VAR}=<n>."
@@ -855,10 +1020,12 @@ def map_failure_diagnostics(num_proc: Any) -> Iterator[None]:
     try:
         yield
     except RuntimeError as error:
-        if DEAD_WORKER_MESSAGE not in str(error):
+        if DEAD_WORKER_MESSAGE not in str(error) or getattr(error, _EXPLAINED_ATTRIBUTE, False):
             raise
         message = _explain_dead_worker(num_proc, recorder.exits, oom_before, _read_oom_kill_counters(), memory)
-        raise RuntimeError(message) from error
+        explained = RuntimeError(message)
+        setattr(explained, _EXPLAINED_ATTRIBUTE, True)
+        raise explained from error
     finally:
         recorder.uninstall()
 
@@ -866,8 +1033,27 @@ def map_failure_diagnostics(num_proc: Any) -> Iterator[None]:
 # --------------------------------------------------------------------------- command line
 
 
+def _describe_installation() -> str:
+    """Which distribution holds this module, its version, and the file this module was loaded from."""
+    import importlib.metadata
+
+    spec = globals().get("__spec__")
+    source = os.path.realpath(__file__)
+    # The top-level package names the distribution: unsloth_zoo for the canonical module, unsloth for its twin.
+    package = (getattr(spec, "parent", None) or "").split(".")[0] or os.path.basename(os.path.dirname(source))
+    try:
+        names = importlib.metadata.packages_distributions().get(package) or [package]
+        distribution = importlib.metadata.distribution(names[0])
+        return f"{distribution.metadata['Name']} {distribution.version} from {source}"
+    except Exception:
+        return f"{package} (not installed as a distribution) from {source}"
+
+
 def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) -> int:
-    """Print the decision for this host: `python -m unsloth_zoo.dataset_num_proc [--num-proc N] [--config-layer] [--json]`."""
+    """Print the decision for this host: `python -m unsloth_zoo.dataset_num_proc [--num-proc N] [--config-layer] [--json]`.
+
+    Returns the exit status: 0, or 2 (after argparse's message) for a bad flag.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m unsloth_zoo.dataset_num_proc",
         description="Show how many dataset map() workers this host gets, and why.",
@@ -877,8 +1063,16 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     parser.add_argument("--closure-bytes", type=int, default=None, help="pickled size of the mapped function, when known")
     parser.add_argument("--config-layer", action="store_true", help="encode in-process as a config does (1, not None)")
     parser.add_argument("--json", action="store_true", help="print the decision record as JSON")
-    args = parser.parse_args(argv)
+    parser.add_argument("--version", action="store_true", help="print the distribution's version and this module's path")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_request:
+        # argparse has already printed its message (or the help); main() reports the status instead of exiting.
+        return exit_request.code if isinstance(exit_request.code, int) else 2
     out = stdout if stdout is not None else sys.stdout
+    if args.version:
+        out.write(_describe_installation() + "\n")
+        return 0
     decision = explain_dataset_num_proc(
         args.num_proc, serial_as_none=not args.config_layer, rows=args.rows, closure_bytes=args.closure_bytes
     )
