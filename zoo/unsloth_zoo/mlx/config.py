@@ -135,7 +135,7 @@ def _checked_init(self: MLXTrainingConfig, *args: Any, **kwargs: Any) -> None:
         self.warmup_steps = 0
 
 
-MLXTrainingConfig.__init__ = _checked_init
+MLXTrainingConfig.__init__ = _checked_init  # type: ignore[method-assign]
 
 
 def coerce_config(args: Any) -> MLXTrainingConfig:

@@ -230,7 +230,7 @@ class MLXTrainer:
                     self._fire("on_substep_end")
             if len(group) > 1:
                 grads = tree_map(lambda array: array / len(group), grads)
-                step_loss = step_loss / len(group)
+                step_loss = step_loss / len(group)  # type: ignore[operator]  # a group of two or more set it
             grads, grad_norm = clip_gradients(grads, args.grad_clip_mode, args.max_grad_norm, args.max_grad_value)
             self._fire("on_pre_optimizer_step")
             learning_rate = self._rates[min(self.state.global_step, len(self._rates) - 1)]
