@@ -120,6 +120,16 @@ def run_unpinned(nox: List[str], session: str, envdir: Path, *, run: bool, upgra
     return SessionOutcome(session, passed, venvs[0] if len(venvs) == 1 else None, run)
 
 
+def _nox_runner(python: str, root: Path) -> str:
+    """A venv of `python` with nox in it: sessions without `python=` use nox's own interpreter."""
+    venv = root / f"nox-runner-{_envdir_name(Path(python).name)}"
+    runner = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if not runner.exists():
+        subprocess.run([python, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(runner), "-m", "pip", "install", "--quiet", "nox>=2024.3.2"], check=True)
+    return str(runner)
+
+
 def _envdir_name(session: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", session).strip("-")
 
@@ -129,7 +139,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("mode", choices=("lock", "latest"), help="lock writes constraints/, latest only reports")
     parser.add_argument("sessions", nargs="*", help="nox sessions (default: every session for lock, the default ones for latest)")
     parser.add_argument("--install-only", action="store_true", help="pin what the sessions install without running them")
-    parser.add_argument("--python", help="an interpreter to run the sessions with instead of nox's (nox --force-python)")
+    parser.add_argument("--python", help="another interpreter to pin for: nox runs under it, so venv names stay the same")
     return parser
 
 
@@ -138,18 +148,17 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     stdout = stdout or sys.stdout
     parser = _build_parser()
     try:
-        options = parser.parse_args(argv)
+        options = parser.parse_intermixed_args(argv)
     except SystemExit as exit_:
         return 0 if exit_.code == 0 else 2
-    nox = [sys.executable, "-m", "nox", "-f", str(REPO_ROOT / "noxfile.py")]
-    if options.python:
-        nox += ["--force-python", options.python]
+    root = REPO_ROOT / f".nox-{options.mode}"
+    runner = _nox_runner(options.python, root) if options.python else sys.executable
+    nox = [runner, "-m", "nox", "-f", str(REPO_ROOT / "noxfile.py")]
     listed = list_sessions(nox, default_only=options.mode == "latest")
     if options.sessions:
         wanted = set(options.sessions)
         listed = [entry for entry in listed if entry["session"] in wanted or entry["name"] in wanted]
     defaults = {entry["session"] for entry in list_sessions(nox, default_only=True)}
-    root = REPO_ROOT / f".nox-{options.mode}"
     outcomes = []
     for entry in listed:
         session = str(entry["session"])
