@@ -29,9 +29,8 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 DISTRIBUTIONS = ["zoo", "unsloth"]
 POLICY_MODULE = "zoo/unsloth_zoo/dataset_num_proc.py"
 WORKFLOW = ".github/workflows/ci.yml"
-# W002: the empty py.typed markers (and empty __init__ files) are byte-identical by nature.
-# W009: unsloth ships three top-level names on purpose: unsloth, unsloth_studio and the unsloth_num_proc loader.
-WHEEL_CHECKS_IGNORED = "W002,W009"
+# W009 (several top-level names): unsloth ships unsloth, unsloth_studio and the unsloth_num_proc loader on purpose.
+WHEEL_CHECKS_IGNORED = "W009"
 
 
 @nox.session
