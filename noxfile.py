@@ -160,7 +160,8 @@ def latest(session: nox.Session) -> None:
 
 def _install_packages(session: nox.Session, *extra: str) -> None:
     _use_pins(session)
-    session.install("-e", "zoo", "-e", "unsloth", *extra, *_torch_source(extra))
+    requirements = [_cpu_torch(requirement) for requirement in extra]
+    session.install("-e", "zoo", "-e", "unsloth", *requirements, *_torch_source(extra))
 
 
 def _use_pins(session: nox.Session) -> None:
@@ -172,6 +173,12 @@ def _use_pins(session: nox.Session) -> None:
         session.env["PIP_CONSTRAINT"] = str(pins)
     else:
         session.warn(f"no pins at {pins.relative_to(ROOT)}: installing the newest releases (`nox -s lock` records them)")
+
+
+def _cpu_torch(requirement: str) -> str:
+    """`torch==X` as `torch==X+cpu` on Linux, where PyPI's plain `torch==X` is the CUDA build."""
+    exact_torch = re.fullmatch(r"torch==[\w.]+", requirement)
+    return f"{requirement}+cpu" if exact_torch and sys.platform.startswith("linux") else requirement
 
 
 def _torch_source(requirements: tuple[str, ...]) -> list[str]:
