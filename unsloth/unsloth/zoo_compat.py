@@ -22,7 +22,7 @@ import operator
 import textwrap
 import threading
 import types
-from typing import Any, List, Optional, Set
+from typing import Any, List, Optional, Set, cast
 
 POLICY_MODULE = "unsloth_zoo.dataset_num_proc"
 TARGET_MODULE = "unsloth_zoo.dataset_utils"
@@ -133,7 +133,7 @@ def _parse_definition(function: types.FunctionType) -> ast.Module:
 
 def _recompile(tree: ast.Module, function: types.FunctionType) -> types.CodeType:
     # Only the code object is kept, so decorators must not be compiled into it.
-    tree.body[0].decorator_list = []
+    cast(ast.FunctionDef, tree.body[0]).decorator_list = []
     flags = function.__code__.co_flags & _FUTURE_FLAGS
     module_code = compile(tree, function.__code__.co_filename, "exec", flags=flags, dont_inherit=True)
     for constant in module_code.co_consts:
@@ -177,7 +177,7 @@ def _patch() -> bool:
     if getattr(function, PATCHED_MARKER, False):
         return True
     tree = _parse_definition(function)
-    if rewrite_num_proc_assignments(tree.body[0]) == 0:
+    if rewrite_num_proc_assignments(cast(ast.FunctionDef, tree.body[0])) == 0:
         return _missing_target(f"no assignment to a variable passed as {NUM_PROC_KEYWORD}= to .{MAP_METHOD}()")
     code = _recompile(tree, function)
     function.__globals__[HELPER_NAME] = policy_num_proc

@@ -59,7 +59,7 @@ def safe_num_proc(desired: Any = None) -> int:
         count = min(int(desired), cpus)
     else:
         count = min(cpus // AUTO_CPU_SHARE, STUDIO_NUM_PROC_CAP)
-    return max(apply_multi_gpu_cap(count), 1)
+    return max(apply_multi_gpu_cap(count) or 1, 1)
 
 
 def safe_num_proc_for_layer(desired: Any = None, *, serial_as_none: bool = True) -> Optional[int]:

@@ -56,7 +56,7 @@ def model_config(model: Any) -> Dict[str, Any]:
     if source is not None and (Path(source) / "config.json").is_file():
         return json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
     args = getattr(model, "args", None)
-    if args is not None and dataclasses.is_dataclass(args):
+    if args is not None and dataclasses.is_dataclass(args) and not isinstance(args, type):
         return dataclasses.asdict(args)
     raise ValueError("cannot tell the model's configuration: it was not loaded from a folder and has no mlx_lm args")
 

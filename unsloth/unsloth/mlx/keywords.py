@@ -17,7 +17,7 @@ ALIASES: Dict[str, str] = {
 }
 
 _OFF = (None, False)
-_NO_REPORTING = (None, "none", "None", [], ["none"], ())
+_NO_REPORTING: tuple[object, ...] = (None, "none", "None", [], ["none"], ())
 
 # Keywords that only steer CUDA, hubs or trackers, never the trained weights; each with the values that say
 # "nothing asked for". A keyword given any other value is named in the one RuntimeWarning.

@@ -46,7 +46,8 @@ class TrainRows(TokenizedRows):
         """The masks of the rows read since the last call, padded with False to `width`, as float32 (batch, width)."""
         read, self._read = self._read, []
         batch = np.zeros((len(read), width), dtype=np.float32)
+        masks = self.masks or []  # rows are recorded as read only while masks are set
         for slot, index in enumerate(read):
-            mask = self.masks[index][:width]
+            mask = masks[index][:width]
             batch[slot, : len(mask)] = mask
         return batch

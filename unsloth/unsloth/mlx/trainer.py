@@ -28,6 +28,8 @@ from .trainer_config import public_config, resolve_max_seq_length
 
 
 class UnslothTrainer(MLXTrainer):
+    train_rows: TrainRows
+
     def __init__(self, model: Any, *args: Any, **kwargs: Any) -> None:
         call = read_trainer_call(args, kwargs)
         check_collator(call.data_collator)

@@ -41,7 +41,7 @@ def prepare_sft_dataset(dataset: Any, tokenizer: Any, config: SFTDatasetConfig, 
     try:
         from unsloth_zoo.dataset_utils import sft_prepare_dataset
     except ImportError:
-        sft_prepare_dataset = None
+        sft_prepare_dataset = None  # type: ignore[assignment]
     if sft_prepare_dataset is not None:
         return sft_prepare_dataset(dataset, tokenizer, config, formatting_func=formatting_func)
     tokenize = TokenizeText(tokenizer, config.dataset_text_field or "text", _max_length(config), formatting_func)

@@ -149,7 +149,7 @@ def _checked_init(self: MLXTrainingConfig, *args: Any, **kwargs: Any) -> None:
     self.eval_strategy_unset = "eval_steps" in given and "eval_strategy" not in given and self.eval_steps is not None
 
 
-MLXTrainingConfig.__init__ = _checked_init
+MLXTrainingConfig.__init__ = _checked_init  # type: ignore[method-assign]
 
 
 def coerce_config(args: Any) -> MLXTrainingConfig:
