@@ -54,14 +54,15 @@ def _wrap_post_init(cls: type, family: str) -> None:
     def __post_init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         # A subclass's __post_init__ calls its parent's; only the outermost call resolves.
-        if type(self).__post_init__ is not __post_init__ and getattr(type(self).__post_init__, WRAPPED_MARKER, False):
+        outermost = getattr(type(self), "__post_init__", None)
+        if outermost is not __post_init__ and getattr(outermost, WRAPPED_MARKER, False):
             return
         requested = getattr(self, FIELD, None)
         setattr(self, FIELD, resolve(family, requested))
         unsloth_num_proc.record_intent(self, requested)
 
     setattr(__post_init__, WRAPPED_MARKER, True)
-    cls.__post_init__ = __post_init__
+    setattr(cls, "__post_init__", __post_init__)
 
 
 def patch_config_classes(trl: ModuleType) -> Dict[str, type]:

@@ -146,7 +146,10 @@ def _checked_init(self: MLXTrainingConfig, *args: Any, **kwargs: Any) -> None:
     if "warmup_ratio" in given and "warmup_steps" not in given and self.warmup_ratio > 0:
         self.warmup_steps = 0
     # An explicit eval_steps with no strategy means "evaluate by steps" once the trainer sees an eval_dataset.
-    self.eval_strategy_unset = "eval_steps" in given and "eval_strategy" not in given and self.eval_steps is not None
+    # Not a field, so it stays out of the config's keywords, repr and saved JSON.
+    self.eval_strategy_unset = (  # type: ignore[attr-defined]
+        "eval_steps" in given and "eval_strategy" not in given and self.eval_steps is not None
+    )
 
 
 MLXTrainingConfig.__init__ = _checked_init  # type: ignore[method-assign]

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # A plain attribute, not an mlx container, so the settings never show up among the model's parameters.
@@ -29,7 +29,7 @@ class LoraSettings:
 
     def adapter_config(self) -> dict:
         """The `adapter_config.json` that mlx_lm's `load(..., adapter_path=...)` reads back."""
-        base = {} if self.base_model is None else {"base_model_name_or_path": self.base_model}
+        base: Dict[str, Any] = {} if self.base_model is None else {"base_model_name_or_path": self.base_model}
         if self.quantization is not None:
             base["quantization"] = dict(self.quantization)
         return {
