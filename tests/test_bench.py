@@ -32,7 +32,7 @@ def test_summary_finds_the_oracle_and_scores_the_policy():
 def test_sweep_doubles_up_to_twice_the_usable_cpus():
     class Policy:
         @staticmethod
-        def get_dataset_num_proc(rows=None, closure_bytes=None):
+        def get_dataset_num_proc(rows=None, closure=None):
             return None
 
         @staticmethod

@@ -205,7 +205,7 @@ MUTANTS = [
     pytest.param("        count = requested\n", "        count = requested + 0.0\n", "typed", id="float-count"),
     pytest.param("    steps: List[Step] = []", "    steps: List[Step] = [Step(None, repr(os.urandom(8)))]", "deterministic", id="random-record"),
     pytest.param(
-        "closure_bytes=closure_bytes).value", "closure_bytes=closure_bytes).value or 1", "record_matches_value",
+        "closure=closure\n    ).value", "closure=closure\n    ).value or 1", "record_matches_value",
         id="get-disagrees-with-record",
     ),
     pytest.param(

@@ -182,3 +182,15 @@ def test_a_zoo_policy_lacking_the_api_is_passed_over_for_the_fallback(tmp_path):
     (site / "unsloth_zoo" / "dataset_num_proc.py").write_text("def get_dataset_num_proc(desired=None):\n    return 1\n")
     seen, _ = run_probe(site)
     assert seen["name"] == "_unsloth_dataset_num_proc_fallback"
+
+
+def test_a_zoo_policy_without_the_closure_keyword_is_passed_over_for_the_fallback(tmp_path):
+    # Every map site passes closure=; a zoo from before it would raise TypeError at the first map.
+    site = build_site(tmp_path, zoo="current", unsloth=True)
+    policy_file = site / "unsloth_zoo" / "dataset_num_proc.py"
+    text = policy_file.read_text()
+    assert text.count("    closure: Any = None,\n") == 2
+    policy_file.write_text(text.replace("    closure: Any = None,\n", "").replace(", closure=closure", ""))
+    seen, stderr = run_probe(site)
+    assert seen["name"] == "_unsloth_dataset_num_proc_fallback", stderr
+    assert seen["answer"] == 1

@@ -643,9 +643,12 @@ def test_cli_table_names_the_decision_and_the_layer():
 # The map's row count (auto only) -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rows, expected", [(1000, None), (4999, None), (5000, 2), (8000, 3), (80000, 8), (None, 8)])
+@pytest.mark.parametrize(
+    "rows, expected", [(1000, None), (8000, None), (9999, None), (10000, 2), (16000, 3), (80000, 8), (None, 8)]
+)
 def test_rows_keep_small_auto_maps_in_process(host, rows, expected):
-    host(cpu_count=64, available_memory_gb=512)  # 8 by CPUs; rows // 2500 bounds it
+    # 8,000 rows of tokenizing ran faster in-process than with 2 workers on the zoo's path (`nox -s bench`).
+    host(cpu_count=64, available_memory_gb=512)  # 8 by CPUs; rows // 5000 bounds it
     assert policy.get_dataset_num_proc(rows=rows) == expected
 
 
@@ -699,7 +702,7 @@ def test_responses_only_hatch_wins(host, monkeypatch):
 
 def test_responses_only_auto_on_a_large_split_gets_the_policy_count(host):
     host(cpu_count=16, available_memory_gb=512)
-    assert policy.resolve_responses_only_num_proc(_Trainer(range(9000))) == 3  # 8 by CPUs, 9000 // 2500 = 3
+    assert policy.resolve_responses_only_num_proc(_Trainer(range(16000))) == 3  # 8 by CPUs, 16000 // 5000 = 3
 
 
 @pytest.mark.parametrize("desired, rows, expected", [(4, 1, None), (4, 3, 3), (8, 2, 2), (None, 0, None)])
@@ -717,10 +720,10 @@ MIB = 2**20
 @pytest.mark.parametrize(
     "rows, closure_bytes, expected",
     [
-        (8000, 7 * MIB, None),  # 2,500 + 7 x 2,500 = 20,000 rows per worker: 8,000 rows stay in-process
-        (8000, MIB // 8, 2),  # 2,500 + 312 = 2,812 rows per worker: 8000 // 2812 = 2
-        (80000, 7 * MIB, 4),  # 80,000 // 20,000 = 4
-        (80000, None, 8),  # weight unknown: rows alone, 80,000 // 2,500 = 32, capped at 8
+        (16000, 7 * MIB, None),  # 5,000 + 7 x 2,500 = 22,500 rows per worker: 16,000 rows stay in-process
+        (16000, MIB // 8, 3),  # 5,000 + 312 = 5,312 rows per worker: 16000 // 5312 = 3
+        (90000, 7 * MIB, 4),  # 90,000 // 22,500 = 4
+        (80000, None, 8),  # weight unknown: rows alone, 80,000 // 5,000 = 16, capped at 8
     ],
 )
 def test_heavy_closures_need_more_rows_per_worker(host, rows, closure_bytes, expected):
@@ -731,6 +734,37 @@ def test_heavy_closures_need_more_rows_per_worker(host, rows, closure_bytes, exp
 def test_closure_weight_never_bounds_an_explicit_request(host):
     host(cpu_count=64, available_memory_gb=512)
     assert policy.get_dataset_num_proc(4, rows=8000, closure_bytes=50 * MIB) == 4
+
+
+class _CountedPickle:
+    """Pickles to `size` bytes and counts how often it was pickled."""
+
+    def __init__(self, size):
+        self.size, self.pickled = size, 0
+
+    def __reduce__(self):
+        self.pickled += 1
+        return (bytes, (b"x" * self.size,))
+
+
+def test_a_closure_is_not_pickled_when_rows_alone_keep_the_map_in_process(host):
+    # Measuring a 7 MiB tokenizer takes a sixth of a second: a 1,000-row map must not pay it.
+    host(cpu_count=64, available_memory_gb=512)
+    closure = _CountedPickle(7 * MIB)
+    decision = policy.explain_dataset_num_proc(rows=1000, closure=closure)
+    assert (decision.value, closure.pickled, decision.closure_bytes) == (None, 0, None)
+    assert policy.get_dataset_num_proc(6, rows=100_000, closure=closure) == 6 and closure.pickled == 0
+
+
+def test_a_closure_is_weighed_when_rows_leave_room_for_workers(host):
+    host(cpu_count=64, available_memory_gb=512)
+    closure = _CountedPickle(7 * MIB)
+    decision = policy.explain_dataset_num_proc(rows=16000, closure=closure)
+    assert (decision.value, closure.pickled) == (None, 1)
+    assert decision.closure_bytes >= 7 * MIB
+    # A known size is a floor the measured object can only raise.
+    assert policy.get_dataset_num_proc(rows=16000, closure_bytes=7 * MIB, closure=_CountedPickle(10)) is None
+    assert policy.get_dataset_num_proc(rows=16000, closure=_CountedPickle(10)) == 3
 
 
 def test_pickled_size_measures_and_survives_the_unpicklable():

@@ -32,13 +32,13 @@ def old_heuristic() -> int:
     return min(max((os.cpu_count() or 1) + 4, 2), 64)
 
 
-def closure_bytes(workload, policy) -> Optional[int]:
-    """The pickled size of the workload's mapped closure, as the zoo's map sites measure it."""
+def mapped_closure(workload):
+    """The workload's mapped closure, which the zoo's map sites hand the policy to weigh."""
     from tools import tokenizer_kit
-    from tools.bench_run import TokenizeRows
+    from tools.bench_run import direct_closure
 
     tokenizer = tokenizer_kit.build_heavy_tokenizer() if workload.heavy_tokenizer else tokenizer_kit.build_tokenizer()
-    return policy.pickled_size(TokenizeRows(tokenizer))
+    return direct_closure(workload, tokenizer)
 
 
 def candidates_for(workload, policy, usable_cpus: int) -> dict:
@@ -46,7 +46,7 @@ def candidates_for(workload, policy, usable_cpus: int) -> dict:
     candidates = {
         "in-process (None)": None,
         "num_proc=1": 1,
-        "policy": policy.get_dataset_num_proc(rows=workload.rows, closure_bytes=closure_bytes(workload, policy)),
+        "policy": policy.get_dataset_num_proc(rows=workload.rows, closure=mapped_closure(workload)),
         "old heuristic": old_heuristic(),
     }
     count = 2

@@ -15,7 +15,8 @@ from tools.host_matrix_targets import STUDIO_AUTO_CAP, STUDIO_MULTI_GPU_CAP, Tar
 from tools.host_matrix_truth import Budget, HostTruth, host_truth
 
 # Row counts far on either side of the zoo's multiprocessing threshold, so either trainer is unambiguous.
-LARGE_TRAINER = types.SimpleNamespace(train_dataset=[None] * 20_000, eval_dataset=[None] * 500)
+# Large enough that rows never bound auto below the cap of 8 (8 x AUTO_MIN_ROWS_PER_WORKER).
+LARGE_TRAINER = types.SimpleNamespace(train_dataset=[None] * 40_000, eval_dataset=[None] * 500)
 SMALL_TRAINER = types.SimpleNamespace(train_dataset=[None] * 300, eval_dataset=[None] * 30)
 FAILURES_SHOWN = 10
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import logging
 import os
 import sys
 import threading
 from types import ModuleType
-from typing import Optional
+from typing import Optional, Tuple
 
 CANONICAL_MODULE = "unsloth_zoo.dataset_num_proc"
 PACKAGED_FALLBACK_MODULE = "unsloth.dataset_num_proc"
@@ -31,6 +32,8 @@ REQUIRED_API = (
     "reset_warning_state",
     "pickled_size",
 )
+# Keywords every map site passes; a policy whose deciding functions lack one predates that site.
+REQUIRED_KEYWORDS = ("rows", "closure_bytes", "closure")
 
 logger = logging.getLogger(__name__)
 _load_lock = threading.Lock()
@@ -65,6 +68,13 @@ def load_policy() -> Optional[ModuleType]:
 
 def _require_api(module: ModuleType) -> ModuleType:
     missing = [name for name in REQUIRED_API if not callable(getattr(module, name, None))]
+    if not missing:
+        missing = [
+            f"{name}({keyword}=)"
+            for name in ("get_dataset_num_proc", "explain_dataset_num_proc")
+            for keyword in REQUIRED_KEYWORDS
+            if keyword not in _parameters(getattr(module, name))
+        ]
     if missing:
         source = getattr(module, "__file__", None) or module.__name__
         raise ImportError(
@@ -72,6 +82,13 @@ def _require_api(module: ModuleType) -> ModuleType:
             f"reinstall it (pip install --force-reinstall unsloth unsloth_zoo)"
         )
     return module
+
+
+def _parameters(function: object) -> Tuple[str, ...]:
+    try:
+        return tuple(inspect.signature(function).parameters)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ()
 
 
 def _load_fallback_off_disk() -> ModuleType:

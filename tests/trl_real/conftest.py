@@ -65,3 +65,22 @@ def tiny_llama_scorer(hf_tokenizer):
     config = _llama_config(hf_tokenizer)
     config.num_labels = 1
     return LlamaForSequenceClassification(config)
+
+
+@pytest.fixture(scope="session")
+def heavy_hf_tokenizer():
+    """A 128k-vocabulary fast tokenizer (about 7 MiB pickled), built locally like the small one."""
+    from transformers import PreTrainedTokenizerFast
+
+    from tools.tokenizer_kit import build_heavy_tokenizer
+
+    return PreTrainedTokenizerFast(tokenizer_object=build_heavy_tokenizer(), eos_token=EOS_TOKEN, pad_token=PAD_TOKEN)
+
+
+@pytest.fixture
+def tiny_llama_for_heavy(heavy_hf_tokenizer):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(_llama_config(heavy_hf_tokenizer))

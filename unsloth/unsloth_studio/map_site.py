@@ -33,10 +33,6 @@ def run_map(dataset: Any, function: Callable, *, num_proc: Any = None, desc: str
     if _is_streaming(dataset):
         # Streaming datasets map lazily in the consumer and take no num_proc.
         return dataset.map(function, **map_kwargs)
-    closure_bytes = None
-    policy = unsloth_num_proc.load_policy()
-    if policy is not None and unsloth_num_proc.is_auto_request(num_proc):
-        closure_bytes = policy.pickled_size(function)
-    workers = dataset_map_num_proc(num_proc, rows=len(dataset), closure_bytes=closure_bytes)
+    workers = dataset_map_num_proc(num_proc, rows=len(dataset), closure=function)
     with failure_diagnostics(workers):
         return dataset.map(function, num_proc=workers, desc=desc, **map_kwargs)

@@ -16,7 +16,6 @@ from .dataset_num_proc import (
     _classify_request,
     explain_dataset_num_proc,
     map_failure_diagnostics,
-    pickled_size,
 )
 from .num_proc_intent import map_request
 
@@ -105,8 +104,7 @@ def sft_prepare_dataset(
 
 def _map_decision(request: Any, rows: int, function: Callable) -> NumProcDecision:
     """The map-site decision; auto-sizing also weighs the closure every worker must unpickle."""
-    auto = _classify_request(request)[0] == "auto"
-    return explain_dataset_num_proc(request, rows=rows, closure_bytes=pickled_size(function) if auto else None)
+    return explain_dataset_num_proc(request, rows=rows, closure=function)
 
 
 def _map_num_proc(request: Any, rows: int, function: Callable) -> Optional[int]:

@@ -33,8 +33,7 @@ def map_site_num_proc(request: Any, rows: Optional[int] = None, function: Any = 
         if isinstance(request, numbers.Integral) and not isinstance(request, bool) and int(request) >= 2:
             return int(request)
         return None
-    closure_bytes = policy.pickled_size(function) if unsloth_num_proc.is_auto_request(request) else None
-    return policy.get_dataset_num_proc(request, rows=rows, closure_bytes=closure_bytes)
+    return policy.get_dataset_num_proc(request, rows=rows, closure=function)
 
 
 def map_diagnostics(num_proc: Optional[int]) -> ContextManager[None]:

@@ -6,6 +6,10 @@ Outside a scope the hook passes every call through untouched. Inside, the caller
 the policy's answer for the scope's request (None = auto), given that dataset's row count and the pickled size
 of what each worker receives (the function and its `fn_kwargs`), and the map runs inside the policy's
 dead-worker diagnostics. In-process is always `num_proc=None` there, never 1.
+
+A scope may carry a weight (a trainer's processing class): every auto map in it is weighed at least that
+heavy, because a preparation is one pipeline and its cheap steps (EOS, labels, truncation) only repay a pool
+where its tokenizing step does. The weight is pickled once per scope, and only when rows leave room for workers.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import dataclasses
 import threading
 from typing import Any, Iterator, Optional
 
@@ -26,13 +31,26 @@ _request: contextvars.ContextVar = contextvars.ContextVar("unsloth_map_request",
 _install_lock = threading.Lock()
 
 
-def map_num_proc(request: Any, rows: Optional[int], payload: Any) -> Optional[int]:
+@dataclasses.dataclass
+class Scope:
+    """One `sized_maps` block: the request every map in it is sized for, and the weight every map carries."""
+
+    request: Any
+    weight: Any = None
+    weight_bytes: Optional[int] = None
+
+
+def map_num_proc(scope: Scope, rows: Optional[int], payload: Any) -> Optional[int]:
     """The `num_proc` one map gets: the policy's answer, with rows and (for auto) the closure weight known."""
     policy = unsloth_num_proc.load_policy()
     if policy is None:
         return None
-    closure_bytes = policy.pickled_size(payload) if unsloth_num_proc.is_auto_request(request) else None
-    return policy.get_dataset_num_proc(request, rows=rows, closure_bytes=closure_bytes)
+    if scope.weight is not None and scope.weight_bytes is None and unsloth_num_proc.is_auto_request(scope.request):
+        floor = policy.explain_dataset_num_proc(scope.request, rows=rows, closure=scope.weight)
+        scope.weight_bytes = floor.closure_bytes
+        if floor.value is None:
+            return None
+    return policy.get_dataset_num_proc(scope.request, rows=rows, closure_bytes=scope.weight_bytes, closure=payload)
 
 
 def _diagnostics(num_proc: Optional[int]) -> Any:
@@ -45,13 +63,13 @@ def _sized_map(original: Any) -> Any:
 
     @functools.wraps(original)
     def map(self: Any, *args: Any, **kwargs: Any) -> Any:
-        request = _request.get()
-        if request is _OUTSIDE:
+        scope = _request.get()
+        if scope is _OUTSIDE:
             return original(self, *args, **kwargs)
         bound = signature.bind(self, *args, **kwargs)
         function = bound.arguments.get("function")
         fn_kwargs = bound.arguments.get("fn_kwargs")
-        workers = map_num_proc(request, len(self), (function, fn_kwargs))
+        workers = map_num_proc(scope, len(self), (function, fn_kwargs))
         bound.arguments["num_proc"] = workers
         token = _request.set(_OUTSIDE)  # a map that maps again inside is not sized twice
         try:
@@ -74,10 +92,11 @@ def install_map_hook() -> None:
 
 
 @contextlib.contextmanager
-def sized_maps(request: Any) -> Iterator[None]:
-    """Size every `Dataset.map` run inside by the policy for `request` (None = auto, n = explicit)."""
+def sized_maps(request: Any, weight: Any = None) -> Iterator[None]:
+    """Size every `Dataset.map` run inside by the policy for `request` (None = auto, n = explicit), each auto
+    map weighed at least as heavy as `weight` pickled."""
     install_map_hook()
-    token = _request.set(request)
+    token = _request.set(Scope(request, weight))
     try:
         yield
     finally:

@@ -29,12 +29,13 @@ class PreparationMethodMissing(RuntimeWarning):
     """A TRL trainer no longer has the dataset-preparation method unsloth wraps."""
 
 
-def _args_of(signature: inspect.Signature, self: Any, args: tuple, kwargs: dict) -> Any:
+def _argument(signature: inspect.Signature, name: str, self: Any, args: tuple, kwargs: dict) -> Any:
+    """The call's argument `name`, else the trainer's attribute of that name (set once `__init__` has run)."""
     try:
         bound = signature.bind(self, *args, **kwargs)
     except TypeError:
-        return getattr(self, "args", None)
-    return bound.arguments.get("args", getattr(self, "args", None))
+        return getattr(self, name, None)
+    return bound.arguments.get(name, getattr(self, name, None))
 
 
 def _wrap(cls: type, method_name: str) -> None:
@@ -45,8 +46,9 @@ def _wrap(cls: type, method_name: str) -> None:
 
     @functools.wraps(original)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        config = _args_of(signature, self, args, kwargs)
-        with sized_maps(unsloth_num_proc.map_request(config)):
+        config = _argument(signature, "args", self, args, kwargs)
+        processing_class = _argument(signature, "processing_class", self, args, kwargs)
+        with sized_maps(unsloth_num_proc.map_request(config), weight=processing_class):
             return original(self, *args, **kwargs)
 
     setattr(wrapper, WRAPPED_MARKER, True)

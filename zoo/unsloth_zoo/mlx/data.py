@@ -13,8 +13,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..dataset_num_proc import get_dataset_num_proc, map_failure_diagnostics, pickled_size
-from ..num_proc_intent import is_auto_request
+from ..dataset_num_proc import get_dataset_num_proc, map_failure_diagnostics
 
 IDS_FIELD = "input_ids"
 
@@ -108,8 +107,7 @@ def tokenize_dataset(dataset: Any, encode: EncodeRows, num_proc: Optional[int] =
     if isinstance(dataset, TokenizedRows):
         return dataset
     if _is_hf_dataset(dataset):
-        closure_bytes = pickled_size(encode) if is_auto_request(num_proc) else None
-        workers = get_dataset_num_proc(num_proc, rows=len(dataset), closure_bytes=closure_bytes)
+        workers = get_dataset_num_proc(num_proc, rows=len(dataset), closure=encode)
         with map_failure_diagnostics(workers):
             mapped = dataset.map(encode, batched=True, num_proc=workers, remove_columns=list(dataset.column_names))
         return TokenizedRows(mapped[IDS_FIELD])
