@@ -767,6 +767,18 @@ def test_a_closure_is_weighed_when_rows_leave_room_for_workers(host):
     assert policy.get_dataset_num_proc(rows=16000, closure=_CountedPickle(10)) == 3
 
 
+class _Unpicklable:
+    def __reduce__(self):
+        raise RuntimeError("no pickling here")
+
+
+def test_a_closure_that_cannot_be_pickled_leaves_the_rows_answer(host):
+    host(cpu_count=64, available_memory_gb=512)
+    decision = policy.explain_dataset_num_proc(rows=16000, closure=_Unpicklable())
+    assert (decision.value, decision.closure_bytes) == (3, None)
+    assert policy.get_dataset_num_proc(rows=16000, closure_bytes=7 * MIB, closure=_Unpicklable()) is None
+
+
 def test_pickled_size_measures_and_survives_the_unpicklable():
     assert policy.pickled_size(b"x" * 1000) >= 1000
     assert policy.pickled_size(lambda row: row) > 0  # dill, as workers receive it, takes a lambda

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import inspect
-import dataclasses
 import threading
 from typing import Any, Iterator, Optional
 
