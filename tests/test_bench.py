@@ -35,10 +35,6 @@ def test_sweep_doubles_up_to_twice_the_usable_cpus():
         def get_dataset_num_proc(rows=None, closure=None):
             return None
 
-        @staticmethod
-        def pickled_size(function):
-            return 0
-
     candidates = bench.candidates_for(bench.WORKLOADS["a"], Policy, usable_cpus=6)
     assert [value for label, value in candidates.items() if label.startswith("sweep")] == [2, 4, 8]
     assert candidates["in-process (None)"] is None and candidates["num_proc=1"] == 1

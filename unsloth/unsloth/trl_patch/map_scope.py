@@ -50,6 +50,8 @@ def map_num_proc(scope: Scope, rows: Optional[int], payload: Any) -> Optional[in
         scope.weight_bytes = floor.closure_bytes
         if floor.value is None:
             return None
+        if floor.closure_bytes is None:
+            scope.weight = None  # weighed and unpicklable: no later map tries again
     return policy.get_dataset_num_proc(scope.request, rows=rows, closure_bytes=scope.weight_bytes, closure=payload)
 
 

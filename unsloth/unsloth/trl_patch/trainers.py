@@ -29,13 +29,13 @@ class PreparationMethodMissing(RuntimeWarning):
     """A TRL trainer no longer has the dataset-preparation method unsloth wraps."""
 
 
-def _argument(signature: inspect.Signature, name: str, self: Any, args: tuple, kwargs: dict) -> Any:
-    """The call's argument `name`, else the trainer's attribute of that name (set once `__init__` has run)."""
+def _arguments(signature: inspect.Signature, self: Any, args: tuple, kwargs: dict, *names: str) -> List[Any]:
+    """Each call argument in `names`, else the trainer's attribute of that name (set once `__init__` has run)."""
     try:
-        bound = signature.bind(self, *args, **kwargs)
+        given = signature.bind(self, *args, **kwargs).arguments
     except TypeError:
-        return getattr(self, name, None)
-    return bound.arguments.get(name, getattr(self, name, None))
+        given = {}
+    return [given[name] if name in given else getattr(self, name, None) for name in names]
 
 
 def _wrap(cls: type, method_name: str) -> None:
@@ -46,8 +46,7 @@ def _wrap(cls: type, method_name: str) -> None:
 
     @functools.wraps(original)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        config = _argument(signature, "args", self, args, kwargs)
-        processing_class = _argument(signature, "processing_class", self, args, kwargs)
+        config, processing_class = _arguments(signature, self, args, kwargs, "args", "processing_class")
         with sized_maps(unsloth_num_proc.map_request(config), weight=processing_class):
             return original(self, *args, **kwargs)
 
