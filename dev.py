@@ -30,7 +30,9 @@ def main(argv: list[str]) -> int:
         print(f"usage: python3 dev.py {{{','.join(COMMANDS)}}} [nox arguments...]", file=sys.stderr)
         return 2
     command, extra = argv[0], argv[1:]
-    return subprocess.run([_nox_python(), "-m", "nox", "-f", ROOT / "noxfile.py", *COMMANDS[command], *extra]).returncode
+    return subprocess.run(
+        [_nox_python(), "-m", "nox", "-f", ROOT / "noxfile.py", *COMMANDS[command], *extra]
+    ).returncode
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -15,24 +16,45 @@ from pathlib import Path
 
 import nox
 
-from tools.pins import PINS_OFF_VARIABLE, pins_file
+# The `nox` console script does not put the noxfile's folder on sys.path, and tools/ lives there.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tools.pins import PINS_OFF_VARIABLE, pins_file  # noqa: E402
 
 nox.needs_version = ">=2024.3.2"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 nox.options.sessions = [
-    "tests", "drift", "matrix", "datasets", "mlx", "mlx_trl", "mlx_torch", "trl", "llama_cpp", "build",
+    "lint",
+    "tests",
+    "drift",
+    "matrix",
+    "datasets",
+    "mlx",
+    "mlx_trl",
+    "mlx_torch",
+    "trl",
+    "llama_cpp",
+    "build",
 ]
 
 ROOT = Path(__file__).parent
 DATASETS_VERSIONS = json.loads((ROOT / "shared" / "datasets_versions.json").read_text())["versions"]
 RUNTIME_DEPS = ["datasets", "tokenizers", "psutil"]
 MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "gguf", "pytest"]
+# Vision on MLX: mlx-vlm's model classes, processors and decoding need only Pillow beyond MLX_DEPS; its declared
+# server, audio and video dependencies (opencv, fastapi, mlx-audio, ...) are never imported on that path.
+MLX_VLM = "mlx-vlm==0.7.10"
+MLX_VLM_NEEDS = ["pillow"]
 # llama.cpp for the GGUF reload test, built from its Python binding's source distribution and kept.
 LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
 # The binding needs only the library; llama.cpp's programs, tests and the multimodal part are not built.
 LLAMA_CPP_UNUSED_PARTS = (
-    "LLAVA_BUILD", "LLAMA_BUILD_TESTS", "LLAMA_BUILD_EXAMPLES", "LLAMA_BUILD_SERVER", "LLAMA_BUILD_TOOLS",
+    "LLAVA_BUILD",
+    "LLAMA_BUILD_TESTS",
+    "LLAMA_BUILD_EXAMPLES",
+    "LLAMA_BUILD_SERVER",
+    "LLAMA_BUILD_TOOLS",
 )
 LLAMA_CPP_CMAKE_ARGS = " ".join(f"-D{part}=OFF" for part in LLAMA_CPP_UNUSED_PARTS)
 # Where CPU-only torch wheels live; used only when no local wheel folder of pip's already holds a torch wheel.
@@ -40,14 +62,25 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 DISTRIBUTIONS = ["zoo", "unsloth"]
 POLICY_MODULE = "zoo/unsloth_zoo/dataset_num_proc.py"
 WORKFLOW = ".github/workflows/ci.yml"
+# Written into a session's venv after a successful install: the digest of that install's inputs.
+INSTALL_STAMP = "unsloth-install-inputs.sha256"
 # W009 (several top-level names): unsloth ships unsloth, unsloth_studio and the unsloth_num_proc loader on purpose.
 WHEEL_CHECKS_IGNORED = "W009"
 
 
 @nox.session
+def lint(session: nox.Session) -> None:
+    """ruff's checks and its formatter in check mode over the whole checkout (settings in pyproject.toml)."""
+    _use_pins(session)
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
 def tests(session: nox.Session) -> None:
     """Run the whole pytest suite against both packages."""
-    _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst", "jinja2", "hypothesis")
+    _install_packages(session, *RUNTIME_DEPS, "numpy", "pytest", "libcst", "jinja2", "hypothesis", "pyyaml")
     session.run(
         "pytest", "--ignore=tests/mlx_backend", "--ignore=tests/mlx_api", "--ignore=tests/trl_real", *session.posargs
     )
@@ -85,10 +118,15 @@ def datasets(session: nox.Session, datasets_version: str) -> None:
 @nox.session
 def mlx(session: nox.Session) -> None:
     """Train tiny models on the MLX backend and its public API (mlx[cpu] on Linux), torch and trl absent."""
-    _install_packages(session, *MLX_DEPS)
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS)
+    session.install("--no-deps", MLX_VLM)
     session.run(
-        "pytest", "tests/mlx_backend", "tests/mlx_api", "--ignore=tests/mlx_api/with_torch",
-        "--ignore=tests/mlx_api/with_llama_cpp", "--expect-trl=absent",
+        "pytest",
+        "tests/mlx_backend",
+        "tests/mlx_api",
+        "--ignore=tests/mlx_api/with_torch",
+        "--ignore=tests/mlx_api/with_llama_cpp",
+        "--expect-trl=absent",
         *session.posargs,
     )
 
@@ -99,7 +137,10 @@ def mlx_trl(session: nox.Session) -> None:
     _install_packages(session, *MLX_DEPS)
     session.install("--no-deps", "trl")
     session.run(
-        "pytest", "tests/mlx_api/test_trl_shim.py", "tests/mlx_api/test_exports.py", "--expect-trl=installed",
+        "pytest",
+        "tests/mlx_api/test_trl_shim.py",
+        "tests/mlx_api/test_exports.py",
+        "--expect-trl=installed",
         *session.posargs,
     )
 
@@ -120,7 +161,7 @@ def trl(session: nox.Session) -> None:
 
 @nox.session
 def llama_cpp(session: nox.Session) -> None:
-    """Export the trained tiny model to GGUF and reload it with llama.cpp itself (built once from source, cached)."""
+    """Export tiny trained models of every GGUF family and run them with llama.cpp itself (built once, cached)."""
     _install_packages(session, *MLX_DEPS, str(_llama_cpp_wheel(session)))
     session.run("pytest", "tests/mlx_api/with_llama_cpp", *session.posargs)
 
@@ -188,9 +229,40 @@ def latest(session: nox.Session) -> None:
 
 
 def _install_packages(session: nox.Session, *extra: str) -> None:
+    """Install both packages and `extra`, skipped while the requirements, pins and pyproject.toml files are unchanged."""
     _use_pins(session)
-    requirements = [_cpu_torch(requirement) for requirement in extra]
-    session.install("-e", "zoo", "-e", "unsloth", *requirements, *_torch_source(extra))
+    arguments = [
+        "-e",
+        "zoo",
+        "-e",
+        "unsloth",
+        *(_cpu_torch(requirement) for requirement in extra),
+        *_torch_source(extra),
+    ]
+    stamp = Path(session.virtualenv.location) / INSTALL_STAMP
+    inputs = _install_inputs(session, arguments)
+    if stamp.is_file() and stamp.read_text() == inputs:
+        session.log(
+            "installs skipped: requirements, pins and pyproject.toml files unchanged since this venv's last install"
+        )
+        return
+    session.log(
+        "installing the packages and their pinned requirements (skipped next time while these inputs stay the same)"
+    )
+    session.install(*arguments)
+    stamp.write_text(inputs)
+
+
+def _install_inputs(session: nox.Session, arguments: list[str]) -> str:
+    """A digest of everything an install depends on: the pip arguments, the pins file and both pyproject.toml files."""
+    digest = hashlib.sha256("\0".join(arguments).encode())
+    constraint = session.env.get("PIP_CONSTRAINT")
+    for path in [
+        *(ROOT / project / "pyproject.toml" for project in DISTRIBUTIONS),
+        *([Path(constraint)] if constraint else []),
+    ]:
+        digest.update(str(path).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def _use_pins(session: nox.Session) -> None:
@@ -201,7 +273,9 @@ def _use_pins(session: nox.Session) -> None:
     if pins.is_file():
         session.env["PIP_CONSTRAINT"] = str(pins)
     else:
-        session.warn(f"no pins at {pins.relative_to(ROOT)}: installing the newest releases (`nox -s lock` records them)")
+        session.warn(
+            f"no pins at {pins.relative_to(ROOT)}: installing the newest releases (`nox -s lock` records them)"
+        )
 
 
 def _cpu_torch(requirement: str) -> str:
@@ -238,7 +312,10 @@ def _install_actionlint(session: nox.Session) -> None:
 
 
 def _setuptools_floor() -> str:
-    floors = {re.search(r'"setuptools>=([\d.]+)"', (ROOT / project / "pyproject.toml").read_text()) for project in DISTRIBUTIONS}
+    floors = {
+        re.search(r'"setuptools>=([\d.]+)"', (ROOT / project / "pyproject.toml").read_text())
+        for project in DISTRIBUTIONS
+    }
     versions = {match.group(1) for match in floors if match}
     if len(versions) != 1:
         raise ValueError(f"both pyproject.toml files must require one setuptools floor, found {sorted(versions)}")
@@ -286,8 +363,17 @@ def _llama_cpp_wheel(session: nox.Session) -> Path:
     environment = {"CMAKE_ARGS": LLAMA_CPP_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
     start = time.monotonic()
     session.run(
-        "python", "-m", "pip", "wheel", "--no-deps", "--no-binary", "llama-cpp-python", LLAMA_CPP_PYTHON,
-        "-w", str(staging), env=environment,
+        "python",
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-binary",
+        "llama-cpp-python",
+        LLAMA_CPP_PYTHON,
+        "-w",
+        str(staging),
+        env=environment,
     )
     session.log(f"llama.cpp: built {LLAMA_CPP_PYTHON} from source in {time.monotonic() - start:.0f} s")
     (built,) = staging.glob("llama_cpp_python-*.whl")

@@ -25,7 +25,7 @@ def _fresh_warning_memo():
 @pytest.fixture(scope="session")
 def tokenizer():
     """The real fast BPE tokenizer trained on the shipped corpus (cached under build/)."""
-    from tools.tokenizer_kit import build_tokenizer
+    from tools.kits.tokenizer_kit import build_tokenizer
 
     return build_tokenizer()
 

@@ -8,11 +8,19 @@ from tools import bench
 
 
 def _run(wall: float, rss_mib: int, num_proc) -> dict:
-    return {"wall_s": wall, "peak_tree_rss_bytes": rss_mib * 2**20, "closure_pickle_bytes": 2048, "bytes_pickled_to_workers": 0, "num_proc": num_proc}
+    return {
+        "wall_s": wall,
+        "peak_tree_rss_bytes": rss_mib * 2**20,
+        "closure_pickle_bytes": 2048,
+        "bytes_pickled_to_workers": 0,
+        "num_proc": num_proc,
+    }
 
 
 def test_summary_finds_the_oracle_and_scores_the_policy():
-    labels = {"d": {"in-process (None)": None, "num_proc=1": 1, "policy": 2, "old heuristic": 6, "sweep 2": 2, "sweep 4": 4}}
+    labels = {
+        "d": {"in-process (None)": None, "num_proc=1": 1, "policy": 2, "old heuristic": 6, "sweep 2": 2, "sweep 4": 4}
+    }
     runs = {
         ("d", None): [_run(3.0, 200, None), _run(2.0, 200, None), _run(2.5, 200, None)],  # median 2.5
         ("d", 1): [_run(4.0, 400, 1)] * 3,
@@ -25,7 +33,9 @@ def test_summary_finds_the_oracle_and_scores_the_policy():
     assert summary["policy_efficiency"] == 1.0
     assert summary["num_proc_1_vs_none"] == 4.0 / 2.5
     assert summary["policy_memory_budget_bytes"] == 2 * 2**30 and summary["policy_peak_within_budget"]
-    table = bench.format_table({"d": summary}, {"cpus": 2, "memory_gib": 24, "python": "3.11", "datasets": "5.2.0", "platform": "x"}, 3)
+    table = bench.format_table(
+        {"d": summary}, {"cpus": 2, "memory_gib": 24, "python": "3.11", "datasets": "5.2.0", "platform": "x"}, 3
+    )
     assert "| d | 2 | 2 | 1.00 (met) | 1.60x slower | 600 MiB of 2,048 MiB (met) |" in table
 
 

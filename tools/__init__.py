@@ -1,4 +1,4 @@
-"""Project tools: sync, drift, host matrix, demo, benchmark and the kits tests share.
+"""Project tools: sync, drift, host matrix, demo, benchmark and pins; the kits tests share are in `tools.kits`.
 
 The repository root holds the folder `unsloth/` (a distribution, not the package), which Python imports
 as an empty namespace package while the root is on sys.path. Once this package is imported its modules

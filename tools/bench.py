@@ -34,7 +34,7 @@ def old_heuristic() -> int:
 
 def mapped_closure(workload):
     """The workload's mapped closure, which the zoo's map sites hand the policy to weigh."""
-    from tools import tokenizer_kit
+    from tools.kits import tokenizer_kit
     from tools.bench_run import direct_closure
 
     tokenizer = tokenizer_kit.build_heavy_tokenizer() if workload.heavy_tokenizer else tokenizer_kit.build_tokenizer()
@@ -79,7 +79,15 @@ def available_user_paths(requested: Sequence[str]) -> list:
 
 
 def _run_once(workload: str, num_proc, count_pickled: bool, path: str = "direct") -> dict:
-    argv = [sys.executable, "-m", "tools.bench_run", workload, "none" if num_proc is None else str(num_proc), "--path", path]
+    argv = [
+        sys.executable,
+        "-m",
+        "tools.bench_run",
+        workload,
+        "none" if num_proc is None else str(num_proc),
+        "--path",
+        path,
+    ]
     if count_pickled:
         argv.append("--count-pickled")
     env = {key: value for key, value in os.environ.items() if key != "UNSLOTH_DATASET_NUM_PROC"}
@@ -119,7 +127,9 @@ def measure_user_paths(names: Sequence[str], paths: Sequence[str], requests: lis
                 for request in requests[shift:] + requests[:shift]:
                     run = _run_once(name, request, count_pickled=False, path=path)
                     runs[(name, path, request)].append(run)
-                    log.write(f"  repeat {repeat + 1}/{repeats} workload {name} {path} request={request}: {run['wall_s']:.2f} s\n")
+                    log.write(
+                        f"  repeat {repeat + 1}/{repeats} workload {name} {path} request={request}: {run['wall_s']:.2f} s\n"
+                    )
                     log.flush()
     return runs
 
@@ -198,14 +208,23 @@ def format_table(summary: dict, machine: dict, repeats: int) -> str:
         oracle = result["candidates"]
         best = min(candidate["wall_s"] for candidate in oracle.values())
         for label, candidate in result["candidates"].items():
-            marker = " **(oracle)**" if candidate["num_proc"] == result["oracle_num_proc"] and label.startswith(("sweep", "in-process", "num_proc")) else ""
+            marker = (
+                " **(oracle)**"
+                if candidate["num_proc"] == result["oracle_num_proc"]
+                and label.startswith(("sweep", "in-process", "num_proc"))
+                else ""
+            )
             pickled = candidate["bytes_pickled_to_workers"]
             lines.append(
                 f"| {name}: {result['description']} | {label}{marker} | {candidate['num_proc']} | {candidate['wall_s']:.2f} "
                 f"| {candidate['peak_tree_rss_bytes'] / MIB:,.0f} | {candidate['closure_pickle_bytes'] / 1024:,.0f} "
                 f"| {'-' if pickled is None else f'{pickled / MIB:,.1f}'} | {best / candidate['wall_s']:.2f} |"
             )
-    lines += ["", "| workload | policy num_proc | oracle num_proc | policy efficiency (target >= 0.90) | num_proc=1 vs None | policy peak vs budget |", "| --- | ---: | ---: | ---: | ---: | --- |"]
+    lines += [
+        "",
+        "| workload | policy num_proc | oracle num_proc | policy efficiency (target >= 0.90) | num_proc=1 vs None | policy peak vs budget |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
     for name, result in summary.items():
         policy = result["candidates"]["policy"]
         lines.append(
@@ -224,7 +243,9 @@ def _pools_text(pools: list) -> str:
 def format_user_table(summary: dict, user: dict) -> str:
     """Per workload: the direct call's policy efficiency next to each user path's, with what each default built."""
     paths = sorted({path for entry in user.values() for path in entry})
-    header = ["workload", "direct call: policy efficiency"] + [f"as a user calls it: {path} (default config)" for path in paths]
+    header = ["workload", "direct call: policy efficiency"] + [
+        f"as a user calls it: {path} (default config)" for path in paths
+    ]
     lines = ["| " + " | ".join(header) + " |", "| --- | ---: |" + " ---: |" * len(paths)]
     for name, entry in user.items():
         cells = [name, f"{summary[name]['policy_efficiency']:.2f}" if name in summary else "-"]
@@ -251,13 +272,23 @@ def plot(summary: dict, path: Path) -> Optional[str]:
         return f"no plot: {error}"
     figure, (wall_axes, memory_axes) = plt.subplots(1, 2, figsize=(12, 4.5))
     for name, result in summary.items():
-        points = sorted({(c["num_proc"] or 0, c["wall_s"], c["peak_tree_rss_bytes"]) for c in result["candidates"].values()})
+        points = sorted(
+            {(c["num_proc"] or 0, c["wall_s"], c["peak_tree_rss_bytes"]) for c in result["candidates"].values()}
+        )
         xs = [point[0] for point in points]
-        line = wall_axes.plot(xs, [point[1] for point in points], marker="o", label=f"{name}: {result['description']}")[0]
+        line = wall_axes.plot(xs, [point[1] for point in points], marker="o", label=f"{name}: {result['description']}")[
+            0
+        ]
         memory_axes.plot(xs, [point[2] / MIB for point in points], marker="o", color=line.get_color())
         pick = result["candidates"]["policy"]
         wall_axes.plot([pick["num_proc"] or 0], [pick["wall_s"]], marker="*", markersize=16, color=line.get_color())
-        memory_axes.plot([pick["num_proc"] or 0], [pick["peak_tree_rss_bytes"] / MIB], marker="*", markersize=16, color=line.get_color())
+        memory_axes.plot(
+            [pick["num_proc"] or 0],
+            [pick["peak_tree_rss_bytes"] / MIB],
+            marker="*",
+            markersize=16,
+            color=line.get_color(),
+        )
     for axes, label in ((wall_axes, "wall time (s)"), (memory_axes, "peak tree RSS (MiB)")):
         axes.set_xlabel("num_proc (0 = in-process); star = the policy's pick")
         axes.set_ylabel(label)
@@ -272,14 +303,18 @@ def plot(summary: dict, path: Path) -> Optional[str]:
 def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) -> int:
     parser = argparse.ArgumentParser(prog="nox -s bench --", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workloads", default="a,b,c,d,e", help="comma-separated, from: " + ", ".join(sorted(WORKLOADS)))
+    parser.add_argument(
+        "--workloads", default="a,b,c,d,e,f", help="comma-separated, from: " + ", ".join(sorted(WORKLOADS))
+    )
     parser.add_argument("--user-paths", default="zoo,trl", help="user paths to measure: zoo, trl (empty for none)")
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
     args = parser.parse_args(argv)
     out = stdout if stdout is not None else sys.stdout
     names = [name.strip() for name in args.workloads.split(",") if name.strip()]
     user_paths = [path.strip() for path in args.user_paths.split(",") if path.strip()]
-    unknown = [name for name in names if name not in WORKLOADS] + [path for path in user_paths if path not in USER_PATHS]
+    unknown = [name for name in names if name not in WORKLOADS] + [
+        path for path in user_paths if path not in USER_PATHS
+    ]
     if unknown or args.repeats < 1:
         out.write(f"bench: unknown workloads {unknown} or repeats < 1\n")
         return 2
@@ -289,7 +324,10 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     policy = load_policy()
     usable_cpus = policy.explain_dataset_num_proc().host.usable_cpus or 1
     labels = {name: candidates_for(WORKLOADS[name], policy, usable_cpus) for name in names}
-    plan = {name: sorted(set(values.values()), key=lambda value: -1 if value is None else value) for name, values in labels.items()}
+    plan = {
+        name: sorted(set(values.values()), key=lambda value: -1 if value is None else value)
+        for name, values in labels.items()
+    }
     out.write(f"bench: {sum(len(v) for v in plan.values())} (workload, num_proc) pairs x {args.repeats} repeats\n")
     runs = measure_all(plan, args.repeats, out)
     summary = summarise(labels, runs)
@@ -321,7 +359,11 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     )
     problem = plot(summary, args.out / "bench.png")
     out.write("\n" + table + "\n\n")
-    out.write(f"wrote {args.out / 'bench.json'}, {args.out / 'bench.md'}" + (f"; {problem}" if problem else f", {args.out / 'bench.png'}") + "\n")
+    out.write(
+        f"wrote {args.out / 'bench.json'}, {args.out / 'bench.md'}"
+        + (f"; {problem}" if problem else f", {args.out / 'bench.png'}")
+        + "\n"
+    )
     return 0
 
 

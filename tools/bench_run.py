@@ -37,6 +37,8 @@ WORKLOADS = {
         Workload("c", 8_000, True, "8,000 rows, heavy tokenizer (128k vocab)"),
         Workload("d", 1_000, False, "1,000 rows, small tokenizer"),
         Workload("e", 1_000, True, "1,000 rows, lambda over the heavy tokenizer", lambda_closure=True),
+        # The main job's own map: `python3 dev.py demo` prepares these rows with sft_prepare_dataset.
+        Workload("f", 20_000, False, "20,000 chat rows, small tokenizer (the demo)"),
     )
 }
 
@@ -71,7 +73,9 @@ def _zoo_path(workload: Workload, tokenizer, dataset, request):
 
     config = SFTDatasetConfig() if request == AUTO else SFTDatasetConfig(dataset_num_proc=request)
     # The lambda workload formats through a closure holding the tokenizer, as notebooks often do.
-    formatting = (lambda batch: [text for text in batch["text"] if tokenizer is not None]) if workload.lambda_closure else None
+    formatting = (
+        (lambda batch: [text for text in batch["text"] if tokenizer is not None]) if workload.lambda_closure else None
+    )
     return lambda: sft_prepare_dataset(dataset, tokenizer, config, formatting_func=formatting)
 
 
@@ -85,8 +89,16 @@ def _trl_path(workload: Workload, tokenizer, dataset, request):
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|eos|>", pad_token="<|pad|>")
     fields = dict(output_dir="bench-out/trl", report_to="none", use_cpu=True, max_length=2048)
     config = SFTConfig(**fields) if request == AUTO else SFTConfig(**fields, dataset_num_proc=request)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(fast), hidden_size=16, intermediate_size=32,
-                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(fast),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    )
     trainer = trl.SFTTrainer(model=model, args=config, train_dataset=dataset.select(range(8)), processing_class=fast)
     formatting = (lambda row: row["text"] if fast is not None else "") if workload.lambda_closure else None
     return lambda: trainer._prepare_dataset(dataset, fast, config, False, formatting, "bench")
@@ -100,7 +112,7 @@ def _count_pickled_bytes():
     sent = []
     original = multiprocess.pool.Pool.apply_async
 
-    def measuring_apply_async(self, func, args=(), kwds={}, *rest, **more):
+    def measuring_apply_async(self, func, args=(), kwds={}, *rest, **more):  # noqa: B006  (Pool.apply_async's own)
         sent.append(len(dill.dumps((func, args, kwds))))
         return original(self, func, args, kwds, *rest, **more)
 
@@ -112,9 +124,9 @@ def measure(workload: Workload, num_proc, count_pickled: bool, path: str = "dire
     import datasets
     import dill
 
-    from tools import sft_data, tokenizer_kit
-    from tools.pool_spy import spy_pools
-    from tools.process_memory import ProcessTreeMemory
+    from tools.kits import sft_data, tokenizer_kit
+    from tools.kits.pool_spy import spy_pools
+    from tools.kits.process_memory import ProcessTreeMemory
 
     datasets.disable_caching()
     datasets.disable_progress_bars()
@@ -122,7 +134,12 @@ def measure(workload: Workload, num_proc, count_pickled: bool, path: str = "dire
     dataset = datasets.Dataset.from_list([{"text": row["text"]} for row in sft_data.build_sft_rows(workload.rows)])
     closure = direct_closure(workload, tokenizer)
     if path == "direct":
-        run = lambda: dataset.map(closure, batched=True, num_proc=num_proc, load_from_cache_file=False, remove_columns=["text"])  # noqa: E731
+
+        def run():
+            return dataset.map(
+                closure, batched=True, num_proc=num_proc, load_from_cache_file=False, remove_columns=["text"]
+            )
+
     else:
         run = (_zoo_path if path == "zoo" else _trl_path)(workload, tokenizer, dataset, num_proc)
     sent = _count_pickled_bytes() if count_pickled else None

@@ -13,24 +13,57 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Sequence, TextIO
+from typing import Callable, NoReturn, Optional, Sequence, TextIO
 
 DEFAULT_ROWS = 20_000
+# A row this long is tokenized whole before truncation: tens of megabytes took minutes and gigabytes, silently.
+LONG_ROW_CHARACTERS = 1_000_000
+
+
+class _UsageError(Exception):
+    """A bad flag, reported as one `demo:` line instead of argparse's usage block and exit."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+
+    return parse
 
 
 def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="nox -s demo --", description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="rows of the built-in dataset (default 20,000)")
+    parser = _Parser(prog="nox -s demo --", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rows", type=_at_least(1), default=DEFAULT_ROWS, help="rows of the built-in dataset (default 20,000)"
+    )
     parser.add_argument("--jsonl", type=Path, help="tokenize this JSONL file instead of the built-in dataset")
     parser.add_argument("--text-field", default="text", help="the JSONL field holding the text (default: text)")
-    parser.add_argument("--tokenizer", type=Path, help="a tokenizer.json, or a folder holding one, instead of training one")
-    parser.add_argument("--num-proc", type=int, default=None, help="request a worker count (default: let the policy decide)")
-    parser.add_argument("--max-length", type=int, default=2048, help="truncate each row to this many tokens")
+    parser.add_argument(
+        "--tokenizer", type=Path, help="a tokenizer.json, or a folder holding one, instead of training one"
+    )
+    parser.add_argument(
+        "--num-proc",
+        type=_at_least(0),
+        default=None,
+        help="request a worker count, 0 or 1 for in-process (default: the policy decides)",
+    )
+    parser.add_argument("--max-length", type=_at_least(1), default=2048, help="truncate each row to this many tokens")
     return parser.parse_args(argv)
 
 
 def _load_rows(args: argparse.Namespace) -> list:
-    from tools import sft_data
+    from tools.kits import sft_data
 
     if args.jsonl is not None:
         return sft_data.read_jsonl_rows(args.jsonl, args.text_field)
@@ -38,28 +71,49 @@ def _load_rows(args: argparse.Namespace) -> list:
 
 
 def _load_tokenizer(args: argparse.Namespace):
-    from tools import tokenizer_kit
+    from tools.kits import tokenizer_kit
 
     if args.tokenizer is not None:
         return tokenizer_kit.load_tokenizer(args.tokenizer)
     return tokenizer_kit.build_tokenizer()
 
 
+def _long_row_warning(rows: list, args: argparse.Namespace) -> Optional[str]:
+    lengths = [len(row["text"]) for row in rows]
+    longest = max(lengths)
+    if longest < LONG_ROW_CHARACTERS:
+        return None
+    where = args.jsonl if args.jsonl is not None else "the built-in dataset"
+    over = sum(length >= LONG_ROW_CHARACTERS for length in lengths)
+    return (
+        f"demo: warning: row {lengths.index(longest) + 1} of {where} holds {longest:,} characters "
+        f"({over:,} row(s) of {LONG_ROW_CHARACTERS:,} or more); each is tokenized whole before truncation to "
+        f"{args.max_length:,} tokens, which can take minutes and gigabytes"
+    )
+
+
 def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) -> int:
     out = stdout if stdout is not None else sys.stdout
-    args = _parse_args(argv)
+    try:
+        args = _parse_args(argv)
+    except _UsageError as error:
+        print(f"demo: {error}", file=sys.stderr)
+        return 2
     import datasets
 
-    from tools.process_memory import ProcessTreeMemory
+    from tools.kits.process_memory import ProcessTreeMemory
     from unsloth.trainers import SFTDatasetConfig
     from unsloth_zoo.dataset_utils import explain_sft_num_proc, sft_prepare_dataset
 
     try:
         rows = _load_rows(args)
+        tokenizer = _load_tokenizer(args)
     except (OSError, ValueError) as error:
         print(f"demo: {error}", file=sys.stderr)
         return 2
-    tokenizer = _load_tokenizer(args)
+    warning = _long_row_warning(rows, args)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     dataset = datasets.Dataset.from_list(rows)
     config = SFTDatasetConfig(dataset_num_proc=args.num_proc, max_length=args.max_length)
     # The map's own decision, with the rows and closure it was sized with.
@@ -77,7 +131,9 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     out.write(f"tokens                   {tokens:,}\n")
     out.write(f"wall time                {wall:.2f} s\n")
     out.write(f"rows per second          {len(prepared) / wall:,.0f}\n")
-    out.write(f"peak memory (tree RSS)   {memory.peak_bytes / 2**20:,.0f} MiB over {memory.peak_processes} process(es)\n")
+    out.write(
+        f"peak memory (tree RSS)   {memory.peak_bytes / 2**20:,.0f} MiB over {memory.peak_processes} process(es)\n"
+    )
     return 0
 
 

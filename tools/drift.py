@@ -7,7 +7,6 @@ so `nox -s drift` needs nothing installed.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import difflib
 import sys
@@ -15,22 +14,17 @@ from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(1, str(REPO_ROOT))
+
+from tools.cli import Parser, UsageError  # noqa: E402
+
 CANONICAL_RELPATH = "zoo/unsloth_zoo/dataset_num_proc.py"
 TWIN_RELPATH = "unsloth/unsloth/dataset_num_proc.py"
 FIX_HINT = f"run `nox -s sync` to regenerate {TWIN_RELPATH} from {CANONICAL_RELPATH}"
 
 _DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 _NAME_WIDTH = 72
-
-
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    # argparse would call sys.exit on bad arguments; raising keeps main() the only place that decides.
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(message)
 
 
 def find_drift(canonical_text: str, twin_text: str, canonical_name: str, twin_name: str) -> Optional[str]:
@@ -50,7 +44,8 @@ def find_drift(canonical_text: str, twin_text: str, canonical_name: str, twin_na
     _, start, stop, twin_start, twin_stop = regions[0]
     lines = [
         f"drift: {twin_name} no longer matches {canonical_name} (docstrings, comments and formatting are ignored)",
-        "first difference: " + describe_region(canonical_body[start:stop], twin_body[twin_start:twin_stop], canonical_name, twin_name),
+        "first difference: "
+        + describe_region(canonical_body[start:stop], twin_body[twin_start:twin_stop], canonical_name, twin_name),
         *diff_region(canonical_body, twin_body, (start, stop), (twin_start, twin_stop), canonical_name, twin_name),
     ]
     if len(regions) > 1:
@@ -72,7 +67,11 @@ def parse_without_docstrings(text: str, filename: str) -> ast.Module:
 
 
 def _is_docstring(statement: ast.stmt) -> bool:
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
 
 
 def name_statement(statement: ast.stmt) -> str:
@@ -91,7 +90,9 @@ def name_statement(statement: ast.stmt) -> str:
     return first_line if len(first_line) <= _NAME_WIDTH else first_line[: _NAME_WIDTH - 3] + "..."
 
 
-def describe_region(canonical_part: Sequence[ast.stmt], twin_part: Sequence[ast.stmt], canonical_name: str, twin_name: str) -> str:
+def describe_region(
+    canonical_part: Sequence[ast.stmt], twin_part: Sequence[ast.stmt], canonical_name: str, twin_name: str
+) -> str:
     """Say which statement differs first and where it sits in each file."""
     if canonical_part and twin_part:
         canonical_first, twin_first = canonical_part[0], twin_part[0]
@@ -147,8 +148,10 @@ def _dump_lines(statements: Sequence[ast.stmt]) -> list[str]:
     return [line for statement in statements for line in ast.dump(statement, indent=1).splitlines()]
 
 
-def _build_parser() -> _Parser:
-    parser = _Parser(prog="drift.py", description="Compare the twin policy module with the canonical one.", add_help=False)
+def _build_parser() -> Parser:
+    parser = Parser(
+        prog="drift.py", description="Compare the twin policy module with the canonical one.", add_help=False
+    )
     parser.add_argument("-h", "--help", action="store_true", help="show this message and exit")
     parser.add_argument("--canonical", type=Path, default=REPO_ROOT / CANONICAL_RELPATH, help="canonical module")
     parser.add_argument("--twin", type=Path, default=REPO_ROOT / TWIN_RELPATH, help="generated copy to compare")
@@ -170,7 +173,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     parser = _build_parser()
     try:
         options = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    except _UsageError as error:
+    except UsageError as error:
         stderr.write(f"{parser.format_usage()}drift: {error}\n")
         return 2
     if options.help:

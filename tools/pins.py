@@ -85,7 +85,9 @@ def freeze(venv: Path) -> Dict[str, str]:
     python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     result = subprocess.run(
         [str(python), "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return parse_pins(result.stdout)
 
@@ -105,7 +107,9 @@ def list_sessions(nox: List[str], *, default_only: bool) -> List[Dict[str, objec
     return [entry for entry in json.loads(listing.stdout) if entry["name"] not in TOOL_SESSIONS]
 
 
-def run_unpinned(nox: List[str], session: str, envdir: Path, *, run: bool, upgrade: bool, stdout: TextIO) -> SessionOutcome:
+def run_unpinned(
+    nox: List[str], session: str, envdir: Path, *, run: bool, upgrade: bool, stdout: TextIO
+) -> SessionOutcome:
     """Run one session unpinned in its own envdir (so its single venv is easy to find) and report how it went."""
     env = {**os.environ, PINS_OFF_VARIABLE: "off"}
     if upgrade:
@@ -137,9 +141,15 @@ def _envdir_name(session: str) -> str:
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pins", description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=("lock", "latest"), help="lock writes constraints/, latest only reports")
-    parser.add_argument("sessions", nargs="*", help="nox sessions (default: every session for lock, the default ones for latest)")
-    parser.add_argument("--install-only", action="store_true", help="pin what the sessions install without running them")
-    parser.add_argument("--python", help="another interpreter to pin for: nox runs under it, so venv names stay the same")
+    parser.add_argument(
+        "sessions", nargs="*", help="nox sessions (default: every session for lock, the default ones for latest)"
+    )
+    parser.add_argument(
+        "--install-only", action="store_true", help="pin what the sessions install without running them"
+    )
+    parser.add_argument(
+        "--python", help="another interpreter to pin for: nox runs under it, so venv names stay the same"
+    )
     return parser
 
 
@@ -190,7 +200,9 @@ def _report(outcomes: List[SessionOutcome], *, write: bool, stdout: TextIO) -> i
         if write and newest:
             target.parent.mkdir(parents=True, exist_ok=True)
             python = venv_python_version(outcome.venv)
-            target.write_text(render_pins(newest, session=outcome.session, python=python, ran=outcome.ran), encoding="utf-8")
+            target.write_text(
+                render_pins(newest, session=outcome.session, python=python, ran=outcome.ran), encoding="utf-8"
+            )
     if failed:
         stdout.write(f"failed: {', '.join(failed)}\n")
     return 1 if failed else 0

@@ -7,7 +7,6 @@ only reports whether it is stale.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import contextlib
 import difflib
@@ -21,6 +20,11 @@ from typing import Sequence, TextIO
 import libcst as cst
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(1, str(REPO_ROOT))
+
+from tools.cli import Parser, UsageError  # noqa: E402
+
 SOURCE_RELPATH = "zoo/unsloth_zoo/dataset_num_proc.py"
 TARGET_RELPATH = "unsloth/unsloth/dataset_num_proc.py"
 SYNC_COMMAND = "nox -s sync"
@@ -41,16 +45,6 @@ TWIN_HEADER = (
 
 class MissingLicenseHeader(ValueError):
     """The source does not open with the zoo's license header, so there is nothing safe to replace."""
-
-
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    # argparse would call sys.exit on bad arguments; raising keeps main() the only place that decides.
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(message)
 
 
 def render_twin(source_text: str) -> str:
@@ -114,8 +108,8 @@ def write_atomically(path: Path, text: str, mode_from: Path) -> None:
         raise
 
 
-def _build_parser() -> _Parser:
-    parser = _Parser(
+def _build_parser() -> Parser:
+    parser = Parser(
         prog="sync_twin.py",
         description=f"Regenerate {TARGET_RELPATH} from {SOURCE_RELPATH}.",
         add_help=False,
@@ -152,7 +146,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     parser = _build_parser()
     try:
         options = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    except _UsageError as error:
+    except UsageError as error:
         stderr.write(f"{parser.format_usage()}sync_twin: {error}\n")
         return 2
     if options.help:

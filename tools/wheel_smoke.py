@@ -63,7 +63,9 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     for problem in problems:
         stdout.write(f"FAIL: {problem}\n")
     if not problems:
-        stdout.write(f"ok: import unsloth, the policy from {EXPECTED_POLICY[options.expect]}, its CLI's --json record\n")
+        stdout.write(
+            f"ok: import unsloth, the policy from {EXPECTED_POLICY[options.expect]}, its CLI's --json record\n"
+        )
     return 1 if problems else 0
 
 

@@ -6,14 +6,27 @@ the wrong way fails instead of quietly testing the other case.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
-# The gate is read when `unsloth` is imported, so it is switched on before anything imports it.
-os.environ["UNSLOTH_MLX"] = "1"
-os.environ.pop("UNSLOTH_FORCE_GPU_PATH", None)
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+def _absent(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is None
+    except ModuleNotFoundError:  # a dotted name whose parent package is absent
+        return True
+
+
+MISSING = [name for name in ("mlx.core", "mlx_lm", "transformers") if _absent(name)]
+# Without the MLX stack (plain `pytest`, the `tests` session) this folder is skipped and the gate left alone.
+collect_ignore_glob = ["test_*.py", "with_*"] if MISSING else []
+if not MISSING:
+    # The gate is read when `unsloth` is imported, so it is switched on before anything imports it.
+    os.environ["UNSLOTH_MLX"] = "1"
+    os.environ.pop("UNSLOTH_FORCE_GPU_PATH", None)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import importlib.metadata  # noqa: E402
 import json  # noqa: E402
@@ -38,6 +51,10 @@ QUESTIONS = [
     ("How many herons wait?", "Two herons wait in the reeds."),
     ("How slow is the library clock?", "The clock is four minutes slow."),
 ]
+
+
+def pytest_report_header() -> list:
+    return [f"tests/mlx_api not collected: {', '.join(MISSING)} not installed"] if MISSING else []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,7 +96,7 @@ def mlx_gate_is_on() -> None:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tools.tiny_mlx_model import build_tiny_mlx_model
+    from tools.kits.tiny_mlx_model import build_tiny_mlx_model
 
     root = tmp_path_factory.mktemp("tiny-llama-api")
     return build_tiny_mlx_model(root / "model", tokenizer_cache_dir=root / "tokenizers")

@@ -16,8 +16,16 @@ from typing import Any, Callable  # noqa: E402
 import pytest  # noqa: E402
 from mlx_test_kit import MEMORISE_TEXTS, EventRecorder  # noqa: E402
 
+
+def _absent(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is None
+    except ModuleNotFoundError:  # a dotted name whose parent package is absent
+        return True
+
+
 # Probe `mlx.core`: `mlx` itself is a namespace package, so a bare `mlx` can resolve without the library.
-MISSING = [name for name in ("mlx.core", "mlx_lm", "transformers") if importlib.util.find_spec(name) is None]
+MISSING = [name for name in ("mlx.core", "mlx_lm", "transformers") if _absent(name)]
 # A session without the MLX stack (the main `tests` session) skips this folder, and says so in its header.
 collect_ignore_glob = ["test_*.py"] if MISSING else []
 
@@ -28,7 +36,7 @@ def pytest_report_header() -> list:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tools.tiny_mlx_model import build_tiny_mlx_model
+    from tools.kits.tiny_mlx_model import build_tiny_mlx_model
 
     root = tmp_path_factory.mktemp("tiny-llama")
     return build_tiny_mlx_model(root / "model", tokenizer_cache_dir=root / "tokenizers")

@@ -1,0 +1,144 @@
+"""The commands as others run them: the CI workflow's `run:` steps and the README's quickstart, in a fresh copy.
+
+The copy holds the checkout's tracked and unignored files as they are now, committed into a new git repository, so
+nothing built or installed here (no .nox, no .venv-nox, no build/) can make a command pass.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
+README = ROOT / "README.md"
+
+
+def _git(*arguments: str, cwd: Path) -> str:
+    return subprocess.run(["git", *arguments], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def fresh_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    copy = tmp_path_factory.mktemp("fresh") / "checkout"
+    files = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT).split("\0")
+    for name in filter(None, files):
+        source, target = ROOT / name, copy / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target)  # shared/ cgroup trees link folders as the kernel does
+        elif source.is_file():
+            shutil.copy2(source, target)
+    for command in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"],
+    ):
+        _git(*command, cwd=copy)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv's bin folder: `python` and `python3` with neither of our packages, as on a runner or a laptop."""
+    venv = tmp_path_factory.mktemp("runner") / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", str(venv)], check=True)
+    return venv / "bin"
+
+
+def _shell(line: str, cwd: Path, bin_dir: Path, timeout: int, **extra_env: str) -> subprocess.CompletedProcess:
+    drop = {"PYTHONPATH", "VIRTUAL_ENV", "UNSLOTH_DATASET_NUM_PROC", "NOX_DEFAULT_VENV_BACKEND"}
+    env = {key: value for key, value in os.environ.items() if key not in drop}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra_env)
+    return subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _workflow_steps(job: str) -> tuple[dict, list[str]]:
+    import yaml
+
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    return workflow.get("env", {}), [step["run"] for step in workflow["jobs"][job]["steps"] if "run" in step]
+
+
+def test_the_twin_job_runs_as_written(fresh_copy, bare_python):
+    env, steps = _workflow_steps("twin")
+    assert steps == ['python -m pip install "nox>=2024.3.2"', "nox -s drift", "nox -s sync", "git diff --exit-code"]
+    for step in steps:
+        result = _shell(step, fresh_copy, bare_python, 900, CI="true", **env)
+        assert result.returncode == 0, f"`{step}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+
+
+def test_the_test_job_loads_the_noxfile_with_the_console_script(fresh_copy, bare_python):
+    env, steps = _workflow_steps("test")
+    assert steps == ['python -m pip install "nox>=2024.3.2"', "nox"]
+    install, run_nox = steps
+    assert _shell(install, fresh_copy, bare_python, 600, CI="true", **env).returncode == 0
+    # The whole default run is this suite and more; listing it loads the noxfile the same way.
+    listed = _shell(f"{run_nox} -l", fresh_copy, bare_python, 120, CI="true", **env)
+    assert listed.returncode == 0, listed.stderr
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout)  # the workflow sets FORCE_COLOR
+    assert re.search(r"^\* lint ", plain, re.M) and re.search(r"^\* tests ", plain, re.M), plain
+
+
+def test_python_m_nox_loads_the_noxfile_from_another_folder(fresh_copy, bare_python, tmp_path):
+    _shell('python -m pip install "nox>=2024.3.2"', fresh_copy, bare_python, 600)
+    listed = _shell(f"python -m nox -f {fresh_copy / 'noxfile.py'} -l", tmp_path, bare_python, 120)
+    assert listed.returncode == 0 and "* drift " in listed.stdout, listed.stderr
+
+
+def _quickstart_lines() -> list[str]:
+    """Every command line of the ```bash blocks in the README's Quickstart section, comments dropped."""
+    section = README.read_text().split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_quickstart_runs_from_a_fresh_copy(fresh_copy, tmp_path_factory):
+    # The README asks for python3 alone: a fresh venv without nox or our packages stands in for it.
+    bin_dir = tmp_path_factory.mktemp("laptop") / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(bin_dir)], check=True)
+    lines = _quickstart_lines()
+    assert "python3 dev.py demo" in lines and any("--version" in line for line in lines)
+    for line in lines:
+        # `dev.py test` is every default session, this suite among them: it is listed, not run, from inside it.
+        command = f"{line} -l" if line == "python3 dev.py test" else line
+        started = time.monotonic()
+        result = _shell(command, fresh_copy, bin_dir / "bin", 1800)
+        assert result.returncode == 0, f"`{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        assert "Traceback" not in result.stderr, result.stderr
+        if line == "python3 dev.py demo":
+            assert "installing the packages" in result.stderr and "rows per second" in result.stdout
+        if line == "python3 dev.py demo -- --help":
+            # The demo's own venv is already installed: the second run skips its installs.
+            assert "installs skipped" in result.stderr and "--jsonl" in result.stdout
+            assert time.monotonic() - started < 120
+
+
+@pytest.mark.parametrize("editable", [True, False], ids=["editable", "regular"])
+def test_the_root_does_not_shadow_the_installed_packages(fresh_copy, tmp_path, editable):
+    venv = tmp_path / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)], check=True)
+    sources = ["-e", "zoo", "-e", "unsloth"] if editable else ["./zoo", "./unsloth"]
+    install = _shell(f"python -m pip install --quiet --no-deps {' '.join(sources)}", fresh_copy, venv / "bin", 600)
+    assert install.returncode == 0, install.stderr
+    # Run from the root, whose unsloth/ folder (the distribution) could pass for an empty namespace package.
+    probe = (
+        "import unsloth, unsloth_zoo, unsloth_studio, unsloth_num_proc; print(unsloth.__file__, unsloth_zoo.__file__)"
+    )
+    result = _shell(f'python -c "{probe}"', fresh_copy, venv / "bin", 120)
+    assert result.returncode == 0, result.stderr
+    unsloth_file, zoo_file = (Path(name) for name in result.stdout.split())
+    where = fresh_copy if editable else venv
+    assert unsloth_file.name == "__init__.py" and unsloth_file.is_relative_to(where)
+    assert zoo_file.name == "__init__.py" and zoo_file.is_relative_to(where)
