@@ -11,9 +11,9 @@ import types
 import pytest
 
 import unsloth_num_proc
-from tools.fake_host import POLICY_ENV_VARS
-from tools.pool_spy import spy_pools
-from tools.sft_data import build_preference_rows, build_sft_rows, build_stepwise_rows, build_unpaired_rows
+from tools.kits.fake_host import POLICY_ENV_VARS
+from tools.kits.pool_spy import spy_pools
+from tools.kits.sft_data import build_preference_rows, build_sft_rows, build_stepwise_rows, build_unpaired_rows
 from unsloth import chat_templates
 from unsloth.trainers import DATASET_NUM_PROC_LAYER, make_config, prepare_dataset
 from unsloth_zoo import dataset_utils
@@ -69,12 +69,18 @@ def run_call_site(site: str, request, tokenizer, n_rows: int = ROWS):
 
     if site == "zoo.sft_prepare_dataset":
         args = types.SimpleNamespace(dataset_num_proc=request, dataset_text_field="text", max_seq_length=256)
-        return dataset_utils.sft_prepare_dataset(datasets.Dataset.from_list(FAMILY_ROWS["sft"](n_rows)), tokenizer, args)
+        return dataset_utils.sft_prepare_dataset(
+            datasets.Dataset.from_list(FAMILY_ROWS["sft"](n_rows)), tokenizer, args
+        )
     if site == "zoo.train_on_responses_only":
         trainer = tokenized_trainer(tokenizer, n_rows)
-        return dataset_utils.train_on_responses_only(trainer, "<|user|>\n", "<|assistant|>\n", num_proc=request).train_dataset
+        return dataset_utils.train_on_responses_only(
+            trainer, "<|user|>\n", "<|assistant|>\n", num_proc=request
+        ).train_dataset
     if site == "unsloth.train_on_responses_only":
-        return chat_templates.train_on_responses_only(tokenized_trainer(tokenizer, n_rows), num_proc=request).train_dataset
+        return chat_templates.train_on_responses_only(
+            tokenized_trainer(tokenizer, n_rows), num_proc=request
+        ).train_dataset
     family = site.removeprefix("family.")
     dataset = datasets.Dataset.from_list(FAMILY_ROWS[family](n_rows))
     return prepare_dataset(family, dataset, tokenizer, make_config(family, dataset_num_proc=request))
@@ -120,7 +126,10 @@ def test_the_serial_hatch_builds_no_pool_whatever_is_requested(tokenizer, site, 
 def test_serial_stays_serial_where_the_site_would_auto_size(tokenizer, real_host, site):
     # Enough rows that auto-sizing uses workers: the zoo's threshold, and two workers' worth of rows even after
     # the small test tokenizer's closure weight (well under a MiB) is added to each worker's share.
-    rows = max(real_host.ZOO_MIN_ROWS_FOR_MULTIPROC, 2 * (real_host.AUTO_MIN_ROWS_PER_WORKER + real_host.AUTO_ROWS_PER_CLOSURE_MIB))
+    rows = max(
+        real_host.ZOO_MIN_ROWS_FOR_MULTIPROC,
+        2 * (real_host.AUTO_MIN_ROWS_PER_WORKER + real_host.AUTO_ROWS_PER_CLOSURE_MIB),
+    )
     _, auto_pools = mapped(site, None, tokenizer, rows)
     if not auto_pools:
         pytest.skip("auto-sizing stays in-process here, so serial and auto cannot be told apart")

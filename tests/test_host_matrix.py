@@ -18,9 +18,22 @@ from typing import Optional, Tuple
 import pytest
 
 from tools import host_matrix
-from tools.host_matrix_axes import FULL_AXES, HATCH_MEANINGS, HATCHES, QUICK_AXES, HostCell, host_cells, planned_cells
-from tools.host_matrix_checks import INVARIANT_NAMES
-from tools.host_matrix_truth import GIB, Budget, available_bytes, believable_start_method, host_truth, usable_cpus
+from tools.host_matrix_cells import (
+    FULL_AXES,
+    GIB,
+    HATCH_MEANINGS,
+    HATCHES,
+    QUICK_AXES,
+    Budget,
+    HostCell,
+    available_bytes,
+    believable_start_method,
+    host_cells,
+    host_truth,
+    planned_cells,
+    usable_cpus,
+)
+from tools.host_matrix_run import INVARIANT_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOL = REPO_ROOT / "tools" / "host_matrix.py"
@@ -83,7 +96,9 @@ def test_full_matrix_plans_at_least_the_required_cells():
 )
 def test_rotated_variants_meet_every_value_where_workers_are_possible(first, second):
     # Rotation only earns its keep if the Linux fork hosts, where limits bite, still see every pair.
-    cells = [cell for cell in host_cells(FULL_AXES) if cell.platform == "linux" and believable_start_method(cell) == "fork"]
+    cells = [
+        cell for cell in host_cells(FULL_AXES) if cell.platform == "linux" and believable_start_method(cell) == "fork"
+    ]
     seen = {(getattr(cell, first), getattr(cell, second)) for cell in cells}
     wanted = set(itertools.product({getattr(cell, first) for cell in cells}, {getattr(cell, second) for cell in cells}))
     assert seen == wanted
@@ -117,6 +132,7 @@ def test_truth_memory_budget_by_hand():
 # 2. The tool on the real policy -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_quick_matrix_passes_on_the_real_policy():
     out = io.StringIO()
     assert host_matrix.main(["--quick"], stdout=out) == 0, out.getvalue()
@@ -137,7 +153,10 @@ def test_usage_errors_exit_2():
 @pytest.mark.slow
 def test_a_policy_path_without_the_policy_is_refused(tmp_path):
     run = subprocess.run(
-        [sys.executable, str(TOOL), "--quick", "--policy-path", str(tmp_path)], capture_output=True, text=True, timeout=120
+        [sys.executable, str(TOOL), "--quick", "--policy-path", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 2, run.stdout + run.stderr
     assert "not from --policy-path" in run.stdout
@@ -183,7 +202,10 @@ def run_tool_on(root: Path) -> subprocess.CompletedProcess:
 MUTANTS = [
     pytest.param('if platform == "darwin":', "if False:", "no_workers_without_fork", id="darwin-veto-removed"),
     pytest.param(
-        "        if method in offered:", "        if method is not None:", "no_workers_without_fork", id="lying-fork-believed"
+        "        if method in offered:",
+        "        if method is not None:",
+        "no_workers_without_fork",
+        id="lying-fork-believed",
     ),
     pytest.param(
         "count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)",
@@ -192,7 +214,7 @@ MUTANTS = [
         id="auto-cap-doubled",
     ),
     pytest.param("    if affordable < count:", "    if False:", "memory_covers_workers", id="memory-clamp-dropped"),
-    pytest.param("share = memory / host.local_ranks", "share = memory", "ranks_share_host_memory", id="ranks-ignored"),
+    pytest.param("share = memory / sizing.running", "share = memory", "ranks_share_host_memory", id="ranks-ignored"),
     pytest.param(
         "if serial_as_none or not workers_usable:", "if not workers_usable:", "map_never_1", id="map-site-gets-1"
     ),
@@ -202,10 +224,22 @@ MUTANTS = [
         "hatch_obeyed",
         id="hatch-capped",
     ),
-    pytest.param("        count = requested\n", "        count = requested + 0.0\n", "typed", id="float-count"),
-    pytest.param("    steps: List[Step] = []", "    steps: List[Step] = [Step(None, repr(os.urandom(8)))]", "deterministic", id="random-record"),
     pytest.param(
-        "closure=closure\n    ).value", "closure=closure\n    ).value or 1", "record_matches_value",
+        "        sizing.count = sizing.requested\n",
+        "        sizing.count = sizing.requested + 0.0\n",
+        "typed",
+        id="float-count",
+    ),
+    pytest.param(
+        "        self.steps: List[Step] = []",
+        "        self.steps: List[Step] = [Step(None, repr(os.urandom(8)))]",
+        "deterministic",
+        id="random-record",
+    ),
+    pytest.param(
+        "main_first=main_first,\n    ).value",
+        "main_first=main_first,\n    ).value or 1",
+        "record_matches_value",
         id="get-disagrees-with-record",
     ),
     pytest.param(
@@ -215,7 +249,10 @@ MUTANTS = [
         id="one-cpu-too-many",
     ),
     pytest.param(
-        "serial = 1 if any_large and forking else None", "serial = None", "responses_only_typed", id="responses-only-serial-auto-sizes"
+        "serial = 1 if any_large and forking else None",
+        "serial = None",
+        "responses_only_typed",
+        id="responses-only-serial-auto-sizes",
     ),
 ]
 
@@ -233,7 +270,9 @@ def test_mutant_fails_and_names_the_broken_invariant(tmp_path, old, new, invaria
 
 @pytest.mark.slow
 def test_a_twin_that_drifts_fails_twins_agree(tmp_path):
-    root = policy_copies(tmp_path, ("count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)", "count = 2"), mutate_twin=False)
+    root = policy_copies(
+        tmp_path, ("count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)", "count = 2"), mutate_twin=False
+    )
     run = run_tool_on(root)
     assert run.returncode == 1, run.stdout + run.stderr
     assert violations_by_invariant(run.stdout)["twins_agree"] > 0

@@ -69,7 +69,9 @@ def build_site(root: Path, *, zoo: str, unsloth: bool) -> Path:
 
 
 def run_probe(site: Path, *, blocked=(), import_unsloth=False) -> tuple[dict, str]:
-    code = f"import sys; sys.path.insert(0, {str(site)!r})\n" + PROBE.format(blocked=list(blocked), import_unsloth=import_unsloth)
+    code = f"import sys; sys.path.insert(0, {str(site)!r})\n" + PROBE.format(
+        blocked=list(blocked), import_unsloth=import_unsloth
+    )
     result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60, cwd=site)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
@@ -141,7 +143,11 @@ def test_in_this_environment_the_zoo_answers():
 @pytest.mark.parametrize("forbidden", ["libcst"])
 def test_packages_never_import_tool_dependencies(forbidden):
     sources = list((REPO / "zoo").rglob("*.py")) + list((REPO / "unsloth").rglob("*.py"))
-    offenders = [str(path) for path in sources if f"import {forbidden}" in path.read_text() or f"from {forbidden}" in path.read_text()]
+    offenders = [
+        str(path)
+        for path in sources
+        if f"import {forbidden}" in path.read_text() or f"from {forbidden}" in path.read_text()
+    ]
     assert offenders == []
 
 
@@ -154,12 +160,16 @@ def _truncate_before(text: str, marker: str) -> str:
 def test_empty_or_truncated_fallback_is_one_clear_warning_then_none(tmp_path, cut):
     site = build_site(tmp_path, zoo="older", unsloth=True)
     fallback = site / "unsloth" / "dataset_num_proc.py"
-    fallback.write_text("" if cut == "empty" else _truncate_before(fallback.read_text(), "def explain_dataset_num_proc("))
+    fallback.write_text(
+        "" if cut == "empty" else _truncate_before(fallback.read_text(), "def explain_dataset_num_proc(")
+    )
     seen, stderr = run_probe(site)
     assert seen["name"] is None and seen["answer"] is None
     warnings = [line for line in stderr.splitlines() if line.startswith("WARNING")]
     assert len(warnings) == 1, stderr
-    assert str(fallback) in warnings[0] and "empty or truncated" in warnings[0] and "get_dataset_num_proc" in warnings[0]
+    assert (
+        str(fallback) in warnings[0] and "empty or truncated" in warnings[0] and "get_dataset_num_proc" in warnings[0]
+    )
     assert "pip install" in warnings[0]
 
 

@@ -91,7 +91,9 @@ def test_a_kill_without_oom_says_the_oom_killer_did_not_fire():
 def test_unobservable_cause_is_said_not_guessed(monkeypatch, tmp_path):
     monkeypatch.setattr(policy, "PROC_SELF_CGROUP", str(tmp_path / "none"))
     monkeypatch.setattr(policy, "PROC_VMSTAT", str(tmp_path / "none"))
-    original = RuntimeError("One of the subprocesses has abruptly died during map operation.To debug the error, disable multiprocessing.")
+    original = RuntimeError(
+        "One of the subprocesses has abruptly died during map operation.To debug the error, disable multiprocessing."
+    )
     with pytest.raises(RuntimeError) as caught:
         with policy.map_failure_diagnostics(4):
             raise original

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 
 import unsloth_num_proc
-from tools.fake_host import POLICY_ENV_VARS, HostProfile, apply_host
-from tools.pool_spy import spy_pools
-from tools.sft_data import build_preference_rows, build_sft_rows
+from tools.kits.fake_host import POLICY_ENV_VARS, HostProfile, apply_host
+from tools.kits.pool_spy import spy_pools
+from tools.kits.sft_data import build_preference_rows, build_sft_rows
 from unsloth.trainers import DPODatasetConfig, SFTDatasetConfig, make_config, prepare_dataset
 from unsloth_studio.training import build_sft_config
-from unsloth_zoo import num_proc_intent
+from unsloth_zoo import dataset_num_proc as zoo_policy
 from unsloth_zoo.dataset_utils import sft_prepare_dataset
 
 SMALL = 1_000
@@ -46,12 +46,13 @@ def sft_dataset(n):
     return datasets.Dataset.from_list([{"text": row["text"]} for row in build_sft_rows(n)])
 
 
-def test_both_packages_write_and_read_the_same_attribute():
-    assert unsloth_num_proc.INTENT_ATTRIBUTE == num_proc_intent.INTENT_ATTRIBUTE
-    assert unsloth_num_proc.IN_PROCESS_REQUEST == num_proc_intent.IN_PROCESS_REQUEST
+def test_the_intent_lives_in_the_policy_alone():
+    # One copy, in the policy and its generated twin: neither package keeps a hand-written second one.
+    assert not hasattr(unsloth_num_proc, "INTENT_ATTRIBUTE")
+    assert unsloth_num_proc.load_policy().INTENT_ATTRIBUTE == zoo_policy.INTENT_ATTRIBUTE
 
 
-@pytest.mark.parametrize("module", [unsloth_num_proc, num_proc_intent], ids=["unsloth", "zoo"])
+@pytest.mark.parametrize("module", [unsloth_num_proc, zoo_policy], ids=["unsloth", "zoo"])
 def test_map_request_reads_the_recorded_intent(module, forking_host):
     auto = SFTDatasetConfig()
     assert auto.dataset_num_proc == 4  # the config layer resolved auto on an 8-CPU host...
@@ -69,9 +70,9 @@ def test_a_config_without_a_record_is_read_as_written():
     class Plain:
         dataset_num_proc = None
 
-    assert unsloth_num_proc.map_request(Plain()) is None and num_proc_intent.map_request(Plain()) is None
+    assert unsloth_num_proc.map_request(Plain()) is None and zoo_policy.map_request(Plain()) is None
     Plain.dataset_num_proc = 5
-    assert unsloth_num_proc.map_request(Plain()) == 5 and num_proc_intent.map_request(Plain()) == 5
+    assert unsloth_num_proc.map_request(Plain()) == 5 and zoo_policy.map_request(Plain()) == 5
 
 
 @pytest.mark.slow

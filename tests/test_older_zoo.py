@@ -2,7 +2,7 @@
 
 Each case runs in a fresh `python -S` whose sys.path starts with a fixture zoo from tests/fixtures/older_zoo,
 so the development environment's editable zoo (which has the policy) cannot answer for it. The host is
-faked inside the subprocess with tools/fake_host: 64 CPUs, `multiprocess` reporting fork, 256 GiB free.
+faked inside the subprocess with tools/kits/fake_host: 64 CPUs, `multiprocess` reporting fork, 256 GiB free.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ PREAMBLE = textwrap.dedent(
             return self
 
     def fake_host(**env):
-        from tools.fake_host import HostProfile, Patcher, apply_host
+        from tools.kits.fake_host import HostProfile, Patcher, apply_host
         import unsloth_num_proc
         policy = unsloth_num_proc.load_policy()
         profile = HostProfile(cpu_count=64, available_memory_gb=256, env=env)
@@ -118,7 +118,7 @@ def test_a_real_map_builds_the_policys_pool():
         OLDER_ZOO,
         """
         import datasets, multiprocess.pool
-        from tools.pool_spy import spy_pools
+        from tools.kits.pool_spy import spy_pools
         import unsloth
         from unsloth_zoo.dataset_utils import sft_prepare_dataset
         dataset = datasets.Dataset.from_dict({"text": ["x" * (n % 7) for n in range(64)]})

@@ -51,7 +51,11 @@ def test_parse_mountinfo_keeps_cgroup_mounts_and_unescapes() -> None:
 def test_parse_proc_cgroup_splits_joined_controllers() -> None:
     text = "4:memory:/process_api/abc\n2:cpu,cpuacct:/\n1:name=systemd:/user\n0::/init.scope\n"
     assert parse_proc_cgroup(text) == {
-        "memory": "/process_api/abc", "cpu": "/", "cpuacct": "/", "name=systemd": "/user", "": "/init.scope",
+        "memory": "/process_api/abc",
+        "cpu": "/",
+        "cpuacct": "/",
+        "name=systemd": "/user",
+        "": "/init.scope",
     }
 
 
@@ -78,8 +82,12 @@ def test_parse_size_units() -> None:
 
 def test_join_argv_writes_its_own_pid_then_execs(tmp_path: Path) -> None:
     procs = tmp_path / "cgroup.procs"
-    done = subprocess.run(join_argv(procs, [sys.executable, "-c", "import os; print(os.getpid())"]),
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        join_argv(procs, [sys.executable, "-c", "import os; print(os.getpid())"]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     # The same pid in the file and in the command shows the shell exec'd the command rather than forking it.
     assert procs.read_text().strip() == done.stdout.strip()
 

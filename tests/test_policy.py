@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools.fake_host import CgroupSpec, HostProfile, apply_host
+from tools.kits.fake_host import CgroupSpec, HostProfile, apply_host
 from unsloth_zoo import dataset_num_proc as policy
 
 LOGGER = "unsloth_zoo.dataset_num_proc"
@@ -37,7 +37,9 @@ def host(monkeypatch, tmp_path):
 
 
 def warnings_logged(caplog) -> list:
-    return [record.getMessage() for record in caplog.records if record.name == LOGGER and record.levelno == logging.WARNING]
+    return [
+        record.getMessage() for record in caplog.records if record.name == LOGGER and record.levelno == logging.WARNING
+    ]
 
 
 # 1. The escape hatch -------------------------------------------------------------------------
@@ -46,7 +48,13 @@ def warnings_logged(caplog) -> list:
 @pytest.mark.parametrize("value, expected", [("4", 4), ("64", 64), (" 12 ", 12), ("007", 7)])
 def test_hatch_integer_is_returned_verbatim_uncapped_and_unvetoed(host, value, expected):
     # A macOS, spawn-only host with half a gigabyte would otherwise never get workers.
-    host(platform="darwin", start_method="spawn", cpu_count=1, available_memory_gb=0.5, env={policy.NUM_PROC_ENV_VAR: value})
+    host(
+        platform="darwin",
+        start_method="spawn",
+        cpu_count=1,
+        available_memory_gb=0.5,
+        env={policy.NUM_PROC_ENV_VAR: value},
+    )
     assert policy.get_dataset_num_proc() == expected
     assert policy.get_dataset_num_proc(2, serial_as_none=False) == expected
     assert policy.environment_override() == (True, expected)
@@ -283,7 +291,11 @@ def test_memory_high_and_each_levels_own_usage(host, monkeypatch, tmp_path):
         root,
         {
             # outer: 20 GiB max, 16 GiB used -> 4 GiB free; inner: high 10 GiB, 1 GiB used -> 9 GiB free.
-            "outer": {"memory.max": f"{20 * GIB}\n", "memory.current": f"{16 * GIB}\n", "memory.stat": "inactive_file 0\n"},
+            "outer": {
+                "memory.max": f"{20 * GIB}\n",
+                "memory.current": f"{16 * GIB}\n",
+                "memory.stat": "inactive_file 0\n",
+            },
             "outer/inner": {
                 "memory.max": "max\n",
                 "memory.high": f"{10 * GIB}\n",
@@ -581,7 +593,9 @@ def test_proc_self_cgroup_with_garbage_lines_is_survivable(host, monkeypatch, tm
 
 # Captured and hand-built cgroup trees in shared/ -------------------------------------------------
 
-CGROUP_FIXTURES = sorted(p for p in (Path(__file__).parent.parent / "shared" / "cgroups").glob("*") if (p / "expected.json").exists())
+CGROUP_FIXTURES = sorted(
+    p for p in (Path(__file__).parent.parent / "shared" / "cgroups").glob("*") if (p / "expected.json").exists()
+)
 
 
 @pytest.mark.parametrize("tree", CGROUP_FIXTURES, ids=lambda p: p.name)
@@ -596,7 +610,9 @@ def test_shared_cgroup_trees_read_as_hand_computed(host, monkeypatch, tree):
 
 
 def test_there_are_shared_cgroup_trees():
-    assert {"v2_leaf", "v2_systemd_slice", "v1_slurm_job", "hybrid", "this_machine"} <= {p.name for p in CGROUP_FIXTURES}
+    assert {"v2_leaf", "v2_systemd_slice", "v1_slurm_job", "hybrid", "this_machine"} <= {
+        p.name for p in CGROUP_FIXTURES
+    }
 
 
 # Import cost and the command line ---------------------------------------------------------------
@@ -619,7 +635,10 @@ def test_cli_json_matches_what_this_machine_reports():
     psutil = pytest.importorskip("psutil")
     result = subprocess.run(
         [sys.executable, "-m", "unsloth_zoo.dataset_num_proc", "--json"],
-        capture_output=True, text=True, timeout=60, env={k: v for k, v in os.environ.items() if k != policy.NUM_PROC_ENV_VAR},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != policy.NUM_PROC_ENV_VAR},
     )
     assert result.returncode == 0, result.stderr
     decision = json.loads(result.stdout)
@@ -634,7 +653,10 @@ def test_cli_json_matches_what_this_machine_reports():
 def test_cli_table_names_the_decision_and_the_layer():
     result = subprocess.run(
         [sys.executable, "-m", "unsloth_zoo.dataset_num_proc", "--num-proc", "1", "--config-layer"],
-        capture_output=True, text=True, timeout=60, env={k: v for k, v in os.environ.items() if k != policy.NUM_PROC_ENV_VAR},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != policy.NUM_PROC_ENV_VAR},
     )
     assert result.returncode == 0, result.stderr
     assert "num_proc" in result.stdout and "config" in result.stdout and "1 (serial)" in result.stdout

@@ -8,7 +8,6 @@ import importlib.util
 import io
 import itertools
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.fake_host import CgroupSpec, HostProfile, apply_host
+from tools.kits.fake_host import CgroupSpec, HostProfile, apply_host
 from unsloth_zoo import dataset_num_proc as policy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,12 +76,16 @@ class _Trainer:
         self.train_dataset, self.eval_dataset = train, eval_
 
 
-@pytest.mark.parametrize("fields", [dict(start_method="spawn"), dict(platform="darwin", start_method="fork")], ids=["spawn", "macos"])
+@pytest.mark.parametrize(
+    "fields", [dict(start_method="spawn"), dict(platform="darwin", start_method="fork")], ids=["spawn", "macos"]
+)
 @pytest.mark.parametrize("num_proc", [None, 16, 1, 0])
 def test_responses_only_without_fork_on_a_large_split_is_none(host, fields, num_proc):
     host(cpu_count=64, **fields)
     assert policy.resolve_responses_only_num_proc(_Trainer(range(5000)), num_proc=num_proc) is None
-    assert policy.resolve_responses_only_num_proc(_Trainer(range(10), {"eval": range(20000)}), num_proc=num_proc) is None
+    assert (
+        policy.resolve_responses_only_num_proc(_Trainer(range(10), {"eval": range(20000)}), num_proc=num_proc) is None
+    )
 
 
 def test_responses_only_without_fork_and_the_serial_hatch_is_none(host, monkeypatch):
@@ -178,7 +181,12 @@ def test_a_5001_digit_request_is_clamped_and_printable(host):
         (["--json"], {policy.NUM_PROC_ENV_VAR: "0" * 5000 + "4", "LOCAL_WORLD_SIZE": "0" * 5000 + "1"}),
     ],
     ids=[
-        "closure-1e13", "closure-4000-digits", "rows-and-request-4000-digits", "ranks", "hatch", "hatch-40-digits",
+        "closure-1e13",
+        "closure-4000-digits",
+        "rows-and-request-4000-digits",
+        "ranks",
+        "hatch",
+        "hatch-40-digits",
         "5000-leading-zeros",
     ],
 )
@@ -266,7 +274,9 @@ FORK_SCRIPT = textwrap.dedent(
 def test_200_forks_while_another_thread_warns_or_diagnoses_never_deadlock():
     result = subprocess.run(
         [sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORK_SCRIPT],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["hung", "0"]
@@ -297,7 +307,7 @@ def test_overlapping_contexts_restore_what_they_found(exit_order):
     first, second = policy.map_failure_diagnostics(2), policy.map_failure_diagnostics(2)
     first.__enter__()
     second.__enter__()
-    for context in ([first, second] if exit_order == "first-in-first-out" else [second, first]):
+    for context in [first, second] if exit_order == "first-in-first-out" else [second, first]:
         context.__exit__(None, None, None)
     assert _reaper() is before
 
@@ -407,7 +417,12 @@ def test_version_names_the_distribution_and_the_source_path():
         [sys.executable, "-m", "unsloth_zoo.dataset_num_proc", "--version"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["unsloth_zoo", version("unsloth_zoo"), "from", str(Path(policy.__file__).resolve())]
+    assert result.stdout.split() == [
+        "unsloth_zoo",
+        version("unsloth_zoo"),
+        "from",
+        str(Path(policy.__file__).resolve()),
+    ]
 
 
 def test_twin_version_names_unsloth():
@@ -428,7 +443,10 @@ def test_version_from_a_checkout_that_is_not_installed_says_so(tmp_path):
     (package / "dataset_num_proc.py").write_text(CANONICAL.read_text())
     result = subprocess.run(
         [sys.executable, "-m", "not_a_distribution.dataset_num_proc", "--version"],
-        capture_output=True, text=True, timeout=60, cwd=package.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=package.parent,
     )
     assert result.returncode == 0, result.stderr
     assert "not_a_distribution (not installed as a distribution)" in result.stdout

@@ -9,8 +9,6 @@ types. The invariants are issue 12's. Both tests together are bounded to about a
 from __future__ import annotations
 
 import contextlib
-import decimal
-import fractions
 import io
 import json
 import logging
@@ -29,10 +27,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tools.fake_host import Patcher, fake_start_method_module
+from tools.kits.fake_host import Patcher, fake_start_method_module
 from unsloth_zoo import dataset_num_proc as policy
 
+# Hundreds of random hosts per test: minutes, so outside the inner loop (`-m "not slow"`).
+pytestmark = pytest.mark.slow
+
 # No shrinking: a failure is reported as found, so a failing run stays as bounded as a passing one.
+
 SETTINGS = settings(
     max_examples=250,
     deadline=None,
@@ -89,14 +91,19 @@ def hosts(draw: Any) -> Dict[str, Any]:
         "affinity": draw(st.one_of(st.none(), st.integers(min_value=0, max_value=256))),
         "start_method": draw(st.sampled_from([None, "fork", "spawn", "forkserver", "bogus"])),
         "pinned": draw(st.booleans()),
-        "psutil": draw(st.one_of(st.just(MISSING), st.just("raises"), st.integers(min_value=-(2**40), max_value=2**80))),
+        "psutil": draw(
+            st.one_of(st.just(MISSING), st.just("raises"), st.integers(min_value=-(2**40), max_value=2**80))
+        ),
         "meminfo": draw(st.one_of(file_body, numbers_as_text.map(lambda n: f"MemTotal: 1 kB\nMemAvailable: {n} kB\n"))),
         "version": version,
         "path": path,
         "proc_self_cgroup": proc_self_cgroup,
         "controllers": draw(st.one_of(st.just("cpu memory\n"), file_body)),
         "files": files,
-        "env": {name: draw(st.one_of(st.none(), safe_text, huge_digits, st.integers(0, 10**40).map(str))) for name in ENV_NAMES},
+        "env": {
+            name: draw(st.one_of(st.none(), safe_text, huge_digits, st.integers(0, 10**40).map(str)))
+            for name in ENV_NAMES
+        },
     }
 
 
@@ -137,7 +144,11 @@ def apply(host: Dict[str, Any], root: Path, patch: Patcher) -> None:
     else:
         patch.setattr(os, "sched_getaffinity", lambda pid: set(range(host["affinity"])), raising=False)
     method, platform = host["start_method"], host["platform"]
-    patch.setitem(sys.modules, "multiprocess", None if method is None else fake_start_method_module("multiprocess", platform, method, host["pinned"]))
+    patch.setitem(
+        sys.modules,
+        "multiprocess",
+        None if method is None else fake_start_method_module("multiprocess", platform, method, host["pinned"]),
+    )
     stdlib = fake_start_method_module("multiprocessing", platform, method or "spawn", False)
     patch.setattr(multiprocessing, "get_start_method", stdlib.get_start_method)
     patch.setattr(multiprocessing, "get_all_start_methods", stdlib.get_all_start_methods)
@@ -253,7 +264,16 @@ odd_values = st.one_of(
     st.integers(min_value=-5, max_value=10**9).flatmap(
         lambda n: st.sampled_from([np.int64(n), np.uint64(abs(n)), np.float32(n), np.array(n), np.array(float(n))])
     ),
-    st.sampled_from([np.int8(-1), np.bool_(True), np.array([1, 2]), _ReprRaises(), _EverythingRaises(), _IntegralThatWillNotConvert()]),
+    st.sampled_from(
+        [
+            np.int8(-1),
+            np.bool_(True),
+            np.array([1, 2]),
+            _ReprRaises(),
+            _EverythingRaises(),
+            _IntegralThatWillNotConvert(),
+        ]
+    ),
 )
 
 
@@ -269,11 +289,17 @@ def _timed(function: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 @SETTINGS
-@given(host=hosts(), desired=odd_values, rows=odd_values, closure_bytes=odd_values)
-def test_the_policy_on_any_host_with_any_request(host, desired, rows, closure_bytes):
+@given(
+    host=hosts(),
+    desired=odd_values,
+    rows=odd_values,
+    closure_bytes=odd_values,
+    main_first=st.one_of(st.sampled_from([None, "main", "rest", "MAIN", ""]), odd_values),
+)
+def test_the_policy_on_any_host_with_any_request(host, desired, rows, closure_bytes, main_first):
     policy.reset_warning_state()
     with simulated(host), warnings_seen() as warnings:
-        sizes = dict(rows=rows, closure_bytes=closure_bytes)
+        sizes = dict(rows=rows, closure_bytes=closure_bytes, main_first=main_first)
         at_map = _timed(policy.get_dataset_num_proc, desired, **sizes)
         first_warnings = list(warnings)
         at_config = _timed(policy.get_dataset_num_proc, desired, serial_as_none=False, **sizes)
@@ -301,9 +327,11 @@ def test_the_policy_on_any_host_with_any_request(host, desired, rows, closure_by
 
 
 flag_tokens = st.one_of(
-    st.sampled_from(["--num-proc", "--rows", "--closure-bytes", "--config-layer", "--json", "--version"]),
+    st.sampled_from(
+        ["--num-proc", "--rows", "--closure-bytes", "--config-layer", "--json", "--version", "--main-first"]
+    ),
     numbers_as_text,
-    st.sampled_from(["--num-proc=4", "--rows=-1", "--nope", "-x", "--json=1", "--"]),
+    st.sampled_from(["--num-proc=4", "--rows=-1", "--nope", "-x", "--json=1", "--", "--main-first=rest"]),
 )
 
 

@@ -18,7 +18,7 @@ WORKLOAD = Path(__file__).parent / "workloads" / "oom_map.py"
 LIMIT_BYTES = 512 << 20
 
 _possible, _why = can_create_memory_cgroup()
-pytestmark = pytest.mark.skipif(not _possible, reason=f"cannot create a memory cgroup here: {_why}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not _possible, reason=f"cannot create a memory cgroup here: {_why}")]
 
 
 def _run_in_cgroup(handle, mode: str) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import sft_data, tokenizer_kit
+from tools.kits import sft_data, tokenizer_kit
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CGROUPS = REPO_ROOT / "shared" / "cgroups"
@@ -138,7 +138,9 @@ def reference_reading(tree: Path) -> dict:
                     quota, period = (level / "cpu.max").read_text().split()
                     cpus.append(None if quota == "max" else int(quota) / int(period))
                 if (level / "memory.current").exists():
-                    used = int((level / "memory.current").read_text()) - read_key(level / "memory.stat", "inactive_file")
+                    used = int((level / "memory.current").read_text()) - read_key(
+                        level / "memory.stat", "inactive_file"
+                    )
                     for limit_file in ("memory.max", "memory.high"):
                         limit = read_number(level / limit_file)
                         free.append(None if limit is None else max(limit - used, 0))
@@ -147,7 +149,9 @@ def reference_reading(tree: Path) -> dict:
         elif controllers == "memory":
             walk = levels(tree / "root" / "memory", path)
             for level in walk:
-                used = int((level / "memory.usage_in_bytes").read_text()) - read_key(level / "memory.stat", "total_inactive_file")
+                used = int((level / "memory.usage_in_bytes").read_text()) - read_key(
+                    level / "memory.stat", "total_inactive_file"
+                )
                 limit = read_number(level / "memory.limit_in_bytes")
                 free.append(None if limit is None else max(limit - used, 0))
             oom_kill = read_key(walk[0] / "memory.oom_control", "oom_kill")
@@ -167,7 +171,9 @@ def test_expected_json_agrees_with_an_independent_reading(name):
 def test_expected_json_holds_the_hand_arithmetic():
     # 1.5 cpus; 2 GiB - (768 MiB - 128 MiB) = 2147483648 - 671088640.
     assert json.loads((CGROUPS / "v2_leaf" / "expected.json").read_text()) == {
-        "cpu_limit": 1.5, "memory_free_bytes": 1476395008, "oom_kill": 0,
+        "cpu_limit": 1.5,
+        "memory_free_bytes": 1476395008,
+        "oom_kill": 0,
     }
     # app.slice memory.high 6 GiB - (3 GiB - 512 MiB) = 6442450944 - 2684354560; cpu from user-1000.slice.
     assert json.loads((CGROUPS / "v2_systemd_slice" / "expected.json").read_text())["memory_free_bytes"] == 3758096384
@@ -187,7 +193,10 @@ def test_corpus_is_a_few_tens_of_kilobytes_of_text():
 
 def test_split_sentences_keeps_decimals_and_splits_at_capitals():
     assert sft_data.split_sentences("It is 3.5 cm long.  Really? Yes!\nDone.") == [
-        "It is 3.5 cm long.", "Really?", "Yes!", "Done.",
+        "It is 3.5 cm long.",
+        "Really?",
+        "Yes!",
+        "Done.",
     ]
 
 
@@ -235,7 +244,9 @@ def test_small_tokenizer_is_a_trained_bpe_within_the_requested_size(small_tokeni
     assert small_tokenizer.encode(" the garden").tokens == ["\u0120the", "\u0120garden"]
 
 
-@pytest.mark.parametrize(("token", "token_id"), [("<|pad|>", 0), ("<|eos|>", 1), ("<|user|>", 2), ("<|assistant|>", 3), ("<|system|>", 4)])
+@pytest.mark.parametrize(
+    ("token", "token_id"), [("<|pad|>", 0), ("<|eos|>", 1), ("<|user|>", 2), ("<|assistant|>", 3), ("<|system|>", 4)]
+)
 def test_special_tokens_are_single_ids(small_tokenizer, heavy_tokenizer, token, token_id):
     assert small_tokenizer.encode(token).ids == [token_id]
     assert heavy_tokenizer.encode(token).ids == [token_id]
@@ -305,7 +316,7 @@ def test_heavy_tokenizer_is_large_and_still_round_trips(heavy_tokenizer):
 
 
 def test_importing_the_kits_loads_neither_tokenizers_nor_datasets():
-    code = "import sys, tools.tokenizer_kit, tools.sft_data; print(sorted({'tokenizers', 'datasets'} & set(sys.modules)))"
+    code = "import sys, tools.kits.tokenizer_kit, tools.kits.sft_data; print(sorted({'tokenizers', 'datasets'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
@@ -344,9 +355,13 @@ def test_sft_rows_are_deterministic_and_prefix_stable():
 
 
 def test_sft_rows_are_identical_in_another_process_with_another_hash_seed():
-    code = "import json, tools.sft_data as s; print(json.dumps(s.build_sft_rows(500, seed=7)))"
+    code = "import json, tools.kits.sft_data as s; print(json.dumps(s.build_sft_rows(500, seed=7)))"
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "PYTHONHASHSEED": "12345"},
     )
     assert result.returncode == 0, result.stderr
@@ -401,11 +416,14 @@ def test_read_jsonl_rows_takes_the_named_field(tmp_path):
     assert sft_data.read_jsonl_rows(path, "body") == [{"text": "first"}, {"text": "second"}]
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ('{"body": "ok"}\n{"other": 1}\n', "mine.jsonl:2: expected an object with a string field 'body'"),
-    ('{"body": "ok"}\nnot json\n', "mine.jsonl:2: not valid JSON"),
-    ('["body"]\n', "mine.jsonl:1: expected an object"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"body": "ok"}\n{"other": 1}\n', "mine.jsonl:2: expected an object with a string field 'body'"),
+        ('{"body": "ok"}\nnot json\n', "mine.jsonl:2: not valid JSON"),
+        ('["body"]\n', "mine.jsonl:1: expected an object"),
+    ],
+)
 def test_read_jsonl_rows_names_the_bad_line(tmp_path, content, message):
     path = tmp_path / "mine.jsonl"
     path.write_text(content, encoding="utf-8")

@@ -1,6 +1,6 @@
 """Studio's backend (`unsloth_studio`): its worker-count rules, config and map sites, on faked hosts.
 
-Only the operating system's answers are faked (tools/fake_host, a fake `torch` module object for
+Only the operating system's answers are faked (tools/kits/fake_host, a fake `torch` module object for
 "torch already imported", import blockers in subprocesses). Numbers in comments are the hand
 arithmetic behind each expected value.
 """
@@ -24,8 +24,8 @@ import pytest
 
 import unsloth_studio
 from tools.constants_canary import read_literal_constants
-from tools.fake_host import CgroupSpec, HostProfile, apply_host
-from tools.pool_spy import spy_pools
+from tools.kits.fake_host import CgroupSpec, HostProfile, apply_host
+from tools.kits.pool_spy import spy_pools
 from unsloth_studio import data_formats, map_site, training
 from unsloth_studio.picklability import can_ship_to_workers
 from unsloth_zoo import dataset_num_proc as zoo_policy
@@ -118,7 +118,9 @@ def test_safe_auto_is_a_third_of_usable_cpus_capped_at_eight(host, cpu_count, af
     assert unsloth_studio.safe_num_proc(None) == expected
 
 
-@pytest.mark.parametrize("desired, expected", [(6, 6), (12, 12), (16, 12), (1, 1), (0, 1), (-3, 1), (True, 4), ("6", 4)])
+@pytest.mark.parametrize(
+    "desired, expected", [(6, 6), (12, 12), (16, 12), (1, 1), (0, 1), (-3, 1), (True, 4), ("6", 4)]
+)
 def test_safe_explicit_request_is_kept_within_the_usable_cpus(host, desired, expected):
     # 12 CPUs: integers up to 12 are kept, below 1 become 1; a bool or a string is no count, so auto gives 12 // 3.
     host(cpu_count=12)
@@ -319,7 +321,9 @@ def test_canary_studio_cap_equals_the_policy_cap(policy_file):
     assert cap_disagreement(policy_file) is None
 
 
-@pytest.mark.parametrize("text", ["AUTO_NUM_PROC_CAP = 6\n", "OTHER = 8\n", "AUTO_NUM_PROC_CAP = 8\nAUTO_NUM_PROC_CAP = 12\n"])
+@pytest.mark.parametrize(
+    "text", ["AUTO_NUM_PROC_CAP = 6\n", "OTHER = 8\n", "AUTO_NUM_PROC_CAP = 8\nAUTO_NUM_PROC_CAP = 12\n"]
+)
 def test_canary_fails_when_the_policy_cap_differs(tmp_path, text):
     policy_file = tmp_path / "dataset_num_proc.py"
     policy_file.write_text(text)
@@ -491,7 +495,7 @@ PROBE_PREAMBLE = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Block({blocked!r}))
-    from tools.fake_host import HostProfile, Patcher, apply_host
+    from tools.kits.fake_host import HostProfile, Patcher, apply_host
     import unsloth_num_proc, unsloth_studio
 
     def answer(profile, desired=None, serial_as_none=True, gpus=None):
@@ -509,7 +513,9 @@ PROBE_PREAMBLE = textwrap.dedent(
 
 
 def run_probe(blocked: list, body: str) -> tuple:
-    code = PROBE_PREAMBLE.format(unsloth_dir=str(REPO / "unsloth"), repo=str(REPO), blocked=blocked) + textwrap.dedent(body)
+    code = PROBE_PREAMBLE.format(unsloth_dir=str(REPO / "unsloth"), repo=str(REPO), blocked=blocked) + textwrap.dedent(
+        body
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr

@@ -1,7 +1,7 @@
 """unsloth's trainer families: what each config writes for `dataset_num_proc`, and what each preparation tokenizes.
 
 Expected worker counts come from the policy on a faked host, with the encoding read from the table
-in `unsloth.trainers.encodings`; expected tokens come from the real tokenizer applied to the same text.
+in the policy's `DATASET_NUM_PROC_LAYER`; expected tokens come from the real tokenizer applied to the same text.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 import unsloth_num_proc
-from tools.fake_host import POLICY_ENV_VARS, HostProfile, apply_host
-from tools.pool_spy import spy_pools
-from tools.sft_data import (
+from tools.kits.fake_host import POLICY_ENV_VARS, HostProfile, apply_host
+from tools.kits.pool_spy import spy_pools
+from tools.kits.sft_data import (
     INSTRUCTION_PART,
     RESPONSE_PART,
     build_preference_rows,
@@ -144,7 +144,9 @@ def test_serial_is_one_only_in_a_config_layer_on_a_forking_host(fake_host, famil
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_request_is_in_process_none_on_a_spawning_host(fake_host, family):
     fake_host("spawn")
-    assert [make_config(family, dataset_num_proc=request).dataset_num_proc for request in REQUESTS] == [None] * len(REQUESTS)
+    assert [make_config(family, dataset_num_proc=request).dataset_num_proc for request in REQUESTS] == [None] * len(
+        REQUESTS
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -292,7 +294,9 @@ def tokenized_chat(tokenizer, n_rows: int):
     import datasets
 
     texts = [row["text"] for row in build_sft_rows(n_rows)]
-    return datasets.Dataset.from_dict({"input_ids": [encoding.ids for encoding in tokenizer.encode_batch(texts)]}), texts
+    return datasets.Dataset.from_dict(
+        {"input_ids": [encoding.ids for encoding in tokenizer.encode_batch(texts)]}
+    ), texts
 
 
 def fake_trainer(tokenizer, train, eval_split=None):
@@ -300,7 +304,10 @@ def fake_trainer(tokenizer, train, eval_split=None):
 
 
 def test_default_markers_are_the_chat_format_roles():
-    assert (chat_templates.DEFAULT_INSTRUCTION_PART, chat_templates.DEFAULT_RESPONSE_PART) == (INSTRUCTION_PART, RESPONSE_PART)
+    assert (chat_templates.DEFAULT_INSTRUCTION_PART, chat_templates.DEFAULT_RESPONSE_PART) == (
+        INSTRUCTION_PART,
+        RESPONSE_PART,
+    )
 
 
 def test_wrapper_masks_everything_before_the_response(real_host, tokenizer):
@@ -317,7 +324,10 @@ def test_wrapper_masks_everything_before_the_response(real_host, tokenizer):
 def large_rows(real_host):
     """A row count the zoo auto-sizes, skipping where auto-sizing would stay in-process (then serial looks the same)."""
     # Enough for 2 workers even with a closure of up to 1 MiB to weigh.
-    rows = max(real_host.ZOO_MIN_ROWS_FOR_MULTIPROC, 2 * (real_host.AUTO_MIN_ROWS_PER_WORKER + real_host.AUTO_ROWS_PER_CLOSURE_MIB))
+    rows = max(
+        real_host.ZOO_MIN_ROWS_FOR_MULTIPROC,
+        2 * (real_host.AUTO_MIN_ROWS_PER_WORKER + real_host.AUTO_ROWS_PER_CLOSURE_MIB),
+    )
     if real_host.get_dataset_num_proc(None, rows=rows) is None:
         pytest.skip("this host auto-sizes in-process, so serial and auto cannot be told apart here")
     return rows
@@ -337,12 +347,16 @@ def test_a_streaming_train_split_does_not_hide_a_large_eval_split(tokenizer, lar
     small, _ = tokenized_chat(tokenizer, ROWS)
     large, _ = tokenized_chat(tokenizer, large_rows)
     with spy_pools() as log:
-        serial = chat_templates.train_on_responses_only(fake_trainer(tokenizer, small.to_iterable_dataset(), large), num_proc=1)
+        serial = chat_templates.train_on_responses_only(
+            fake_trainer(tokenizer, small.to_iterable_dataset(), large), num_proc=1
+        )
     assert log.process_pools() == []
     assert len(serial.eval_dataset["labels"]) == large_rows
     # The control: the same trainer with auto-sizing does build workers for the eval split, so the check above can fail.
     with spy_pools() as log:
-        chat_templates.train_on_responses_only(fake_trainer(tokenizer, small.to_iterable_dataset(), large), num_proc=None)
+        chat_templates.train_on_responses_only(
+            fake_trainer(tokenizer, small.to_iterable_dataset(), large), num_proc=None
+        )
     assert log.process_pools() and 1 not in log.process_pools()
 
 
@@ -379,9 +393,9 @@ NO_POLICY_PROBE = textwrap.dedent(
     datasets.disable_caching()
     import unsloth_num_proc
     from unsloth.trainers import make_config, prepare_dataset
-    from tools.pool_spy import spy_pools
-    from tools.sft_data import build_preference_rows, build_sft_rows
-    from tools.tokenizer_kit import build_tokenizer
+    from tools.kits.pool_spy import spy_pools
+    from tools.kits.sft_data import build_preference_rows, build_sft_rows
+    from tools.kits.tokenizer_kit import build_tokenizer
 
     tokenizer = build_tokenizer()
     texts = [row["text"] for row in build_sft_rows(20)]
@@ -410,13 +424,15 @@ def test_without_any_policy_every_family_stays_in_process(tmp_path, tokenizer):
     (site / "unsloth" / "dataset_num_proc.py").unlink()
     shutil.copy(REPO / "unsloth" / "unsloth_num_proc.py", site / "unsloth_num_proc.py")
     code = NO_POLICY_PROBE.format(site=str(site), repo=str(REPO), purelib=sysconfig.get_paths()["purelib"])
-    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen["policy"] is False
-    layers = {family: DATASET_NUM_PROC_LAYER[family] for family in seen["configs"]}
-    for family, values in seen["configs"].items():
-        assert values == [1 if layers[family] == CONFIG_LAYER else None] * 3
+    # The one answer without a policy (unsloth_num_proc): in-process, written None in every config.
+    for values in seen["configs"].values():
+        assert values == [None] * 3
     assert seen["pools"] == []
     assert seen["sft_ids"] == [ids(tokenizer, text) for text in seen["texts"]]
     assert seen["dpo_chosen"] == [ids(tokenizer, text, special=False) for text in seen["chosen"]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.fake_host import HostProfile, apply_host
+from tools.kits.fake_host import HostProfile, apply_host
 from unsloth.trl_patch import map_scope
 from unsloth_zoo import dataset_num_proc as zoo_policy
 

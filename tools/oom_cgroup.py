@@ -106,7 +106,7 @@ def cgroup_directory(mount: Mount, cgroup_path: str) -> Path | None:
     root = mount.root.rstrip("/")
     if root and cgroup_path != root and not cgroup_path.startswith(root + "/"):
         return None
-    return mount.point / cgroup_path[len(root):].lstrip("/")
+    return mount.point / cgroup_path[len(root) :].lstrip("/")
 
 
 def parse_flat_keyed(text: str) -> dict[str, int]:
@@ -317,9 +317,15 @@ def main(argv: list[str]) -> int:
     with memory_limited_cgroup(options.limit) as handle:
         started = time.monotonic()
         completed = handle.run(cmd)
-        report = {"cgroup": str(handle.path), "version": handle.version, "limit_bytes": handle.limit_bytes,
-                  "returncode": completed.returncode, "oom_kill": handle.oom_kills(),
-                  "peak_bytes": handle.peak_bytes(), "seconds": round(time.monotonic() - started, 3)}
+        report = {
+            "cgroup": str(handle.path),
+            "version": handle.version,
+            "limit_bytes": handle.limit_bytes,
+            "returncode": completed.returncode,
+            "oom_kill": handle.oom_kills(),
+            "peak_bytes": handle.peak_bytes(),
+            "seconds": round(time.monotonic() - started, 3),
+        }
     print(json.dumps(report), file=sys.stderr)
     return 0
 

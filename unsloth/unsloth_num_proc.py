@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Find the dataset worker-count policy: the zoo's module when installed, else unsloth's generated fallback.
+"""Find the dataset worker-count policy (the zoo's module when installed, else unsloth's generated fallback),
+and the one way every map site and config in `unsloth` asks it: `sized_map`, `map_num_proc`, `config_num_proc`.
 
+When no policy loads, the one answer is in-process: `num_proc=None` at every map and in every config.
 A top-level module of its own, so a process that never imports `unsloth` (Studio's backend) can use it
 without paying for the package's import.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -16,7 +19,7 @@ import os
 import sys
 import threading
 from types import ModuleType
-from typing import Optional, Tuple
+from typing import Any, Callable, ContextManager, Optional, Tuple
 
 CANONICAL_MODULE = "unsloth_zoo.dataset_num_proc"
 PACKAGED_FALLBACK_MODULE = "unsloth.dataset_num_proc"
@@ -31,9 +34,14 @@ REQUIRED_API = (
     "resolve_responses_only_num_proc",
     "reset_warning_state",
     "pickled_size",
+    "sized_map",
+    "config_num_proc",
+    "record_intent",
+    "map_request",
+    "is_auto_request",
 )
-# Keywords every map site passes; a policy whose deciding functions lack one predates that site.
-REQUIRED_KEYWORDS = ("rows", "closure_bytes", "closure")
+# Keywords the map sites pass; a policy whose deciding functions lack one predates that site.
+REQUIRED_KEYWORDS = ("rows", "closure_bytes", "closure", "main_first")
 
 logger = logging.getLogger(__name__)
 _load_lock = threading.Lock()
@@ -115,37 +123,74 @@ def _load_fallback_off_disk() -> ModuleType:
         return module
 
 
-# ---- auto intent: a config resolves `dataset_num_proc` when built, so it records whether that was auto ----
-
-# The zoo's `unsloth_zoo.num_proc_intent` reads the same attribute; a test keeps the two names equal.
-INTENT_ATTRIBUTE = "unsloth_dataset_num_proc_intent"
-# The request a map site passes for "in-process" when the config's resolved value was explicit serial.
-IN_PROCESS_REQUEST = 1
+# ---- the one way in for map sites and configs: the policy's answer, or in-process when none loads ----
 
 
-def is_auto_request(request: object) -> bool:
-    """Whether the policy auto-sizes `request` (None, bools, floats, strings): anything but an int."""
-    return not isinstance(request, int) or isinstance(request, bool)
-
-
-def record_intent(config: object, requested: object) -> None:
-    """Remember on `config` whether `requested` was auto, next to the value it resolved to."""
-    try:
-        setattr(config, INTENT_ATTRIBUTE, (is_auto_request(requested), getattr(config, "dataset_num_proc", None)))
-    except Exception:  # a frozen or slotted config simply keeps its resolved value
-        pass
-
-
-def map_request(config: object) -> object:
-    """What a map site asks the policy for this config: None for auto, else the explicit count (1 = in-process).
-
-    A value the user assigned after the config was built is read as a fresh request.
-    """
-    value = getattr(config, "dataset_num_proc", None)
-    intent = getattr(config, INTENT_ATTRIBUTE, None)
-    if not (isinstance(intent, tuple) and len(intent) == 2 and intent[1] == value):
-        return value
-    was_auto, resolved = intent
-    if was_auto:
+def map_num_proc(
+    request: Any = None,
+    *,
+    rows: Optional[int] = None,
+    closure: Any = None,
+    closure_bytes: Optional[int] = None,
+    main_first: Optional[str] = None,
+) -> Optional[int]:
+    """`num_proc` for one map (None = in-process, never 1): the policy's answer, or None when no policy loads.
+    `main_first` ("main" / "rest") says the map runs inside a main-first block of local ranks."""
+    policy = load_policy()
+    if policy is None:
         return None
-    return IN_PROCESS_REQUEST if resolved is None else resolved
+    return policy.get_dataset_num_proc(
+        request, rows=rows, closure=closure, closure_bytes=closure_bytes, main_first=main_first
+    )
+
+
+def config_num_proc(request: Any, family: str) -> Optional[int]:
+    """The `dataset_num_proc` a `family` trainer config stores for `request`; None (in-process) when no policy loads."""
+    policy = load_policy()
+    return None if policy is None else policy.config_num_proc(request, family)
+
+
+def map_diagnostics(num_proc: Optional[int]) -> ContextManager[None]:
+    """The policy's dead-worker diagnostics around one map call, or nothing when no policy loads."""
+    policy = load_policy()
+    return contextlib.nullcontext() if policy is None else policy.map_failure_diagnostics(num_proc)
+
+
+def sized_map(
+    dataset: Any, function: Any, request: Any = None, *, sizer: Optional[Callable[..., Any]] = None, **map_kwargs: Any
+) -> Any:
+    """`dataset.map(function, **map_kwargs)` sized by the policy's `sized_map` (rows, closure, diagnostics);
+    with no policy it runs in-process, or with what `sizer(request, rows=..., closure=...)` answers."""
+    policy = load_policy()
+    if policy is not None:
+        return policy.sized_map(dataset, function, request, sizer=sizer, **map_kwargs)
+    if not hasattr(dataset, "__len__"):
+        map_kwargs.pop("desc", None)
+        return dataset.map(function, **map_kwargs)
+    workers = None if sizer is None else sizer(request, rows=len(dataset), closure=function)
+    return dataset.map(function, num_proc=workers, **map_kwargs)
+
+
+def record_intent(config: Any, requested: Any) -> None:
+    """Remember on `config` whether `requested` was auto (see the policy's `record_intent`); nothing without one."""
+    policy = load_policy()
+    if policy is not None:
+        policy.record_intent(config, requested)
+
+
+def map_request(config: Any) -> Any:
+    """What a map site asks for `config` (None = auto, 1 = in-process); its `dataset_num_proc` as is without a policy."""
+    policy = load_policy()
+    return getattr(config, "dataset_num_proc", None) if policy is None else policy.map_request(config)
+
+
+def is_auto_request(request: Any) -> bool:
+    """Whether the policy auto-sizes `request`; without a policy only None is auto."""
+    policy = load_policy()
+    return request is None if policy is None else bool(policy.is_auto_request(request))
+
+
+def responses_only_num_proc(trainer: Any, num_proc: Any) -> Optional[int]:
+    """The `num_proc` to hand the zoo's `train_on_responses_only`; 1 (the zoo's in-process) without a policy."""
+    policy = load_policy()
+    return 1 if policy is None else policy.resolve_responses_only_num_proc(trainer, num_proc)

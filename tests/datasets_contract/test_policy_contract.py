@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-from tools.fake_host import CgroupSpec, HostProfile, Patcher, apply_host
-from tools.pool_spy import spy_pools
+from tools.kits.fake_host import CgroupSpec, HostProfile, Patcher, apply_host
+from tools.kits.pool_spy import spy_pools
 from unsloth_zoo import dataset_num_proc as policy
 from unsloth_zoo.dataset_utils import sft_prepare_dataset
 
@@ -69,7 +69,11 @@ def test_sft_preparation_output_is_the_tokenizers_own_on_this_release(texts):
     import datasets
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    tokenizer = Tokenizer(models.WordLevel(vocab={word: i for i, word in enumerate(sorted(set(" ".join(texts).split())))}, unk_token="the"))
+    tokenizer = Tokenizer(
+        models.WordLevel(
+            vocab={word: i for i, word in enumerate(sorted(set(" ".join(texts).split())))}, unk_token="the"
+        )
+    )
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     expected = [encoding.ids for encoding in tokenizer.encode_batch(texts)]
     dataset = datasets.Dataset.from_dict({"text": texts})

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tools.pool_spy import spy_pools
+from tools.kits.pool_spy import spy_pools
 
 from .versions import at_least, release_tuple
 

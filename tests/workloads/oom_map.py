@@ -49,7 +49,11 @@ def main(mode):
     datasets.disable_progress_bars()
     dataset = datasets.Dataset.from_dict({"text": [" ".join(WORDS[: 1 + i % 7]) for i in range(ROWS)]})
     if mode == "naive":
-        num_proc, decided_by, reason = min(max(os.cpu_count() + 4, 2), 64), "heuristic", "min(max(cpu_count + 4, 2), 64)"
+        num_proc, decided_by, reason = (
+            min(max(os.cpu_count() + 4, 2), 64),
+            "heuristic",
+            "min(max(cpu_count + 4, 2), 64)",
+        )
     else:
         # No row count: the decision must come from the cgroup's memory, not from the dataset's size.
         decision = explain_dataset_num_proc()

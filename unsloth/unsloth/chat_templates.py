@@ -24,16 +24,6 @@ __all__ = [
     "standardize_data_formats",
     "to_sharegpt",
 ]
-# The zoo reads an int request of 1 as in-process, so this is the safe value when no policy loads.
-NO_POLICY_NUM_PROC = 1
-
-
-def responses_only_num_proc(trainer: Any, num_proc: Any) -> Optional[int]:
-    """The `num_proc` to hand the zoo for this trainer's splits, as the policy encodes it."""
-    policy = unsloth_num_proc.load_policy()
-    if policy is None:
-        return NO_POLICY_NUM_PROC
-    return policy.resolve_responses_only_num_proc(trainer, num_proc)
 
 
 def _is_mlx_trainer(trainer: Any) -> bool:
@@ -91,7 +81,7 @@ def train_on_responses_only(
     if return_function:
         if text_tokenizer is None:
             raise ValueError("train_on_responses_only(return_function=True) needs tokenizer= or a trainer holding one")
-        from .mlx.response_spans import labels_function
+        from .mlx.responses_only import labels_function
 
         return labels_function(text_tokenizer, instruction_part, response_part, force_match, last_response_only)
     if _is_mlx_trainer(trainer):
@@ -113,5 +103,5 @@ def train_on_responses_only(
     from unsloth_zoo.dataset_utils import train_on_responses_only as zoo_train_on_responses_only
 
     return zoo_train_on_responses_only(
-        trainer, instruction_part, response_part, num_proc=responses_only_num_proc(trainer, num_proc)
+        trainer, instruction_part, response_part, num_proc=unsloth_num_proc.responses_only_num_proc(trainer, num_proc)
     )

@@ -36,6 +36,11 @@ __all__ = [
     "AUTO_ROWS_PER_CLOSURE_MIB",
     "AUTO_NUM_PROC_CAP",
     "CGROUP_ROOT",
+    "CONFIG_LAYER",
+    "DATASET_NUM_PROC_LAYER",
+    "INTENT_ATTRIBUTE",
+    "IN_PROCESS_REQUEST",
+    "MAP_LAYER",
     "MAX_COUNT",
     "MEMORY_BUDGET_FRACTION",
     "NUM_PROC_ENV_VAR",
@@ -44,17 +49,26 @@ __all__ = [
     "PROC_VMSTAT",
     "WORKER_MEMORY_BUDGET_GB",
     "ZOO_MIN_ROWS_FOR_MULTIPROC",
+    "MAIN_FIRST_MAIN",
+    "MAIN_FIRST_REST",
     "HostFacts",
     "NumProcDecision",
     "Step",
+    "config_num_proc",
     "environment_override",
     "explain_dataset_num_proc",
     "get_dataset_num_proc",
+    "is_auto_request",
+    "is_streaming",
+    "layer_of",
     "map_failure_diagnostics",
+    "map_request",
     "multiprocessing_start_method",
     "pickled_size",
+    "record_intent",
     "reset_warning_state",
     "resolve_responses_only_num_proc",
+    "sized_map",
 ]
 
 NUM_PROC_ENV_VAR = "UNSLOTH_DATASET_NUM_PROC"
@@ -74,6 +88,9 @@ PROC_VMSTAT = "/proc/vmstat"
 
 # Checked in order; the first that holds a positive integer is the number of ranks sharing this host.
 LOCAL_RANK_ENV_VARS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+# `main_first=`: inside a main-first block the local main rank maps alone, then the other local ranks together.
+MAIN_FIRST_MAIN = "main"
+MAIN_FIRST_REST = "rest"
 SERIAL_OVERRIDE_WORDS = frozenset({"", "0", "1", "none", "null", "false"})
 # Auto-sizing without a memory reading stays at this many workers.
 UNKNOWN_MEMORY_AUTO_CAP = 2
@@ -86,6 +103,8 @@ CONFIG_LAYER = "config"
 
 # A 64-bit count: environment values longer than this are not plausible numbers (and int() of 4,300+ digits raises).
 MAX_PLAUSIBLE_DIGITS = 18
+# The largest count the escape hatch accepts, so advice to force a huge request names a value that works.
+MAX_FORCED_COUNT = 10**MAX_PLAUSIBLE_DIGITS - 1
 # A CPU quota above this many CPUs is no limit; dividing huge quotas would overflow a float.
 MAX_PLAUSIBLE_CPUS = 2**32
 READ_LIMIT_BYTES = 65536
@@ -118,11 +137,12 @@ def reset_warning_state() -> None:
         _warned_messages.clear()
 
 
-def _warn_once(message: str) -> None:
+def _warn_once(message: str, key: Optional[str] = None) -> None:
+    """Log `message` once per `key`; a key names the decision, so a message with measured figures is not repeated."""
     with _warned_lock:
-        if message in _warned_messages:
+        if (key or message) in _warned_messages:
             return
-        _warned_messages.add(message)
+        _warned_messages.add(key or message)
     logger.warning(message)
 
 
@@ -185,7 +205,10 @@ class NumProcDecision:
             ("platform", host.platform),
             ("start method", f"{host.start_method or 'unknown'} (from {host.start_method_source})"),
             ("workers usable", "yes" if host.workers_usable else "no"),
-            ("usable CPUs", f"{host.usable_cpus if host.usable_cpus is not None else 'unknown'} (bound by {host.cpu_source})"),
+            (
+                "usable CPUs",
+                f"{host.usable_cpus if host.usable_cpus is not None else 'unknown'} (bound by {host.cpu_source})",
+            ),
             ("available memory", f"{memory} (bound by {host.memory_source})"),
             ("local ranks", f"{host.local_ranks} (from {host.local_ranks_source})"),
         ]
@@ -502,7 +525,9 @@ def _cgroup_cpu_limit() -> Optional[float]:
             quota_path = os.path.join(directory, "cpu.cfs_quota_us")
             quota = _read_text(quota_path)
             period = _read_text(os.path.join(directory, "cpu.cfs_period_us"))
-            limit = None if quota is None or period is None else _parse_or_warn(quota_path, parse_cfs_quota, quota, period)
+            limit = (
+                None if quota is None or period is None else _parse_or_warn(quota_path, parse_cfs_quota, quota, period)
+            )
         if limit is not None:
             limits.append(limit)
     return min(limits) if limits else None
@@ -533,7 +558,11 @@ def _cgroup_free_memory() -> Optional[int]:
         if version == "v2":
             limit_files, usage_file, inactive_key = ("memory.max", "memory.high"), "memory.current", "inactive_file"
         else:
-            limit_files, usage_file, inactive_key = ("memory.limit_in_bytes",), "memory.usage_in_bytes", "total_inactive_file"
+            limit_files, usage_file, inactive_key = (
+                ("memory.limit_in_bytes",),
+                "memory.usage_in_bytes",
+                "total_inactive_file",
+            )
         limits: List[int] = []
         for name in limit_files:
             path = os.path.join(directory, name)
@@ -602,7 +631,9 @@ def _host_available_memory() -> Optional[int]:
     text = _read_text(PROC_MEMINFO)
     if text is None:
         return None
-    kibibytes = _parse_or_warn(PROC_MEMINFO, parse_stat_value, text.replace(":", " ").replace(" kB", ""), "MemAvailable")
+    kibibytes = _parse_or_warn(
+        PROC_MEMINFO, parse_stat_value, text.replace(":", " ").replace(" kB", ""), "MemAvailable"
+    )
     return None if kibibytes is None else _plausible_memory(kibibytes * 1024, f"MemAvailable in {PROC_MEMINFO}")
 
 
@@ -651,8 +682,8 @@ def _probe_host() -> HostFacts:
 # --------------------------------------------------------------------------- the policy
 
 
-def _classify_request(desired: Any) -> Tuple[str, Optional[int]]:
-    """("auto"|"serial"|"explicit", count) for what a caller passed as `desired`."""
+def _read_request(desired: Any) -> Tuple[str, Optional[int]]:
+    """("auto"|"serial"|"explicit"|"unreadable", count) for what a caller passed as `desired`; warns of nothing."""
     try:
         if desired is None or isinstance(desired, bool):
             return "auto", None
@@ -661,8 +692,21 @@ def _classify_request(desired: Any) -> Tuple[str, Optional[int]]:
             return ("explicit", count) if count > 1 else ("serial", None)
     except Exception:
         pass
+    return "unreadable", None
+
+
+def _classify_request(desired: Any) -> Tuple[str, Optional[int]]:
+    """("auto"|"serial"|"explicit", count) for what a caller passed as `desired`."""
+    kind, count = _read_request(desired)
+    if kind != "unreadable":
+        return kind, count
     _warn_once(f"Ignoring num_proc={_safe_repr(desired)}: a worker count must be an integer; sizing automatically.")
     return "auto", None
+
+
+def is_auto_request(request: Any) -> bool:
+    """Whether the policy auto-sizes `request`: None, a bool, or anything that is not an integer."""
+    return _read_request(request)[0] in ("auto", "unreadable")
 
 
 def _as_count(value: Any) -> Optional[int]:
@@ -685,6 +729,193 @@ def _encode(count: Optional[int], serial_as_none: bool, workers_usable: bool) ->
     return 1
 
 
+class _Sizing:
+    """One decision in progress: what the caller passed, what the host is, and the steps taken so far."""
+
+    def __init__(
+        self, desired: Any, serial_as_none: bool, rows: Any, closure_bytes: Any, closure: Any, main_first: Any
+    ) -> None:
+        self.desired = desired
+        self.serial_as_none = bool(serial_as_none)
+        self.host = _probe_host()
+        self.running, self.running_reason = _running_ranks(self.host.local_ranks, main_first)
+        self.steps: List[Step] = []
+        self.rows = _as_count(rows)
+        self.closure_bytes = _as_count(closure_bytes)
+        self.closure = closure
+        self.request_kind = "auto"
+        self.requested: Optional[int] = None
+        self.count: Optional[int] = None
+        self._request_read = False
+
+    def read_request(self) -> None:
+        if not self._request_read:
+            self._request_read = True
+            self.request_kind, self.requested = _classify_request(self.desired)
+
+    def step(self, count: Optional[int], reason: str) -> None:
+        self.steps.append(Step(count, reason))
+
+    def decide(self, count: Optional[int], decided_by: str, request_kind: Optional[str] = None) -> NumProcDecision:
+        return NumProcDecision(
+            value=_encode(count, self.serial_as_none, self.host.workers_usable),
+            layer=MAP_LAYER if self.serial_as_none else CONFIG_LAYER,
+            requested=_safe_repr(self.desired),
+            request_kind=request_kind or self.request_kind,
+            rows=self.rows,
+            closure_bytes=self.closure_bytes,
+            decided_by=decided_by,
+            host=self.host,
+            steps=tuple(self.steps),
+        )
+
+    def kept(self) -> NumProcDecision:
+        return self.decide(self.count, "auto" if self.request_kind == "auto" else "request")
+
+
+def _hatch_stage(sizing: _Sizing) -> Optional[NumProcDecision]:
+    """`UNSLOTH_DATASET_NUM_PROC` decides, uncapped and unvetoed."""
+    decided, override = environment_override()
+    if not decided:
+        return None
+    sizing.step(override, f"{NUM_PROC_ENV_VAR}={_safe_repr(os.environ.get(NUM_PROC_ENV_VAR))} decides, uncapped")
+    return sizing.decide(override, "environment", request_kind="hatch")
+
+
+def _veto_stage(sizing: _Sizing) -> Optional[NumProcDecision]:
+    """No workers where the start method is not fork, or on macOS."""
+    sizing.read_request()
+    host = sizing.host
+    veto = _worker_veto(host.platform, host.start_method, host.start_method_source)
+    if veto is None:
+        return None
+    if sizing.requested is not None:
+        _warn_once(
+            f"Running dataset map() in-process instead of with {_show_int(sizing.requested)} workers: {veto}. "
+            f"Set {NUM_PROC_ENV_VAR}=<n> to force n workers anyway."
+        )
+    sizing.step(None, veto)
+    return sizing.decide(None, "platform")
+
+
+def _request_stage(sizing: _Sizing) -> Optional[NumProcDecision]:
+    """A serial request runs in-process; an explicit one is the count, not capped by CPUs."""
+    sizing.read_request()
+    if sizing.request_kind == "serial":
+        sizing.step(None, f"num_proc={_safe_repr(sizing.desired)} asks for in-process")
+        return sizing.decide(None, "request")
+    if sizing.requested is not None:
+        sizing.count = sizing.requested
+        sizing.step(sizing.count, f"num_proc={_show_int(sizing.requested)} requested (not capped by CPUs)")
+        if sizing.running_reason is not None:
+            sizing.step(sizing.count, sizing.running_reason)
+    return None
+
+
+def _cpu_stage(sizing: _Sizing) -> Optional[NumProcDecision]:
+    """Auto: half the usable CPUs of this rank, at least 2, capped."""
+    if sizing.count is not None:
+        return None
+    host = sizing.host
+    cpus, running = host.usable_cpus, sizing.running
+    if cpus is not None and running > 1:
+        cpus = cpus // running
+    if sizing.running_reason is not None or running > 1:
+        shared = sizing.running_reason or f"{running} local ranks share the host"
+        sizing.step(None, f"{shared}: {'unknown' if cpus is None else cpus} CPUs for this rank")
+    if cpus is None or cpus <= 1:
+        sizing.step(None, f"{'unknown' if cpus is None else cpus} usable CPUs: no room for workers")
+        return sizing.decide(None, "auto")
+    sizing.count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)
+    sizing.step(sizing.count, f"half of {cpus} usable CPUs, at least 2, capped at {AUTO_NUM_PROC_CAP}")
+    return None
+
+
+def _auto_rows_stage(sizing: _Sizing) -> Optional[NumProcDecision]:
+    """Auto: each worker gets its share of rows, more for a heavier closure (weighed only if rows leave room)."""
+    if sizing.request_kind != "auto" or sizing.count is None:
+        return None
+    rows = sizing.rows
+    if sizing.closure is not None and (rows is None or rows // _rows_per_worker(sizing.closure_bytes) >= 2):
+        measured = pickled_size(sizing.closure)
+        if measured is not None:
+            sizing.closure_bytes = max(sizing.closure_bytes or 0, measured)
+    rows_per_worker = _rows_per_worker(sizing.closure_bytes)
+    if rows is None or rows // rows_per_worker >= sizing.count:
+        return None
+    sizing.count = rows // rows_per_worker
+    reason = f"{_show_int(rows)} rows give {_show_int(rows_per_worker)} rows to at most {sizing.count} workers"
+    if sizing.count < 2:
+        sizing.step(None, reason)
+        return sizing.decide(None, "rows")
+    sizing.step(sizing.count, reason)
+    return None
+
+
+def _row_cap_stage(sizing: _Sizing) -> Optional[NumProcDecision]:
+    """No request gets more workers than rows; datasets itself would lower it, possibly to a Pool(1)."""
+    rows, count = sizing.rows, sizing.count
+    if rows is None or count is None or rows >= count:
+        return None
+    sizing.count = rows
+    if rows < 2:
+        sizing.step(None, f"{rows} rows leave no work for a second worker")
+        return sizing.decide(None, "rows")
+    sizing.step(rows, f"no more workers than the {_show_int(rows)} rows")
+    return None
+
+
+def _memory_stage(sizing: _Sizing) -> Optional[NumProcDecision]:
+    """At most what half the available memory covers at the worker budget; fewer than 2 is in-process."""
+    host, count = sizing.host, sizing.count
+    assert count is not None  # every earlier path without a count has decided
+    memory = host.available_memory_bytes
+    if memory is None:
+        if sizing.request_kind == "auto" and count > UNKNOWN_MEMORY_AUTO_CAP:
+            sizing.count = UNKNOWN_MEMORY_AUTO_CAP
+            sizing.step(sizing.count, f"available memory unreadable: auto-sizing stays at {sizing.count} workers")
+        else:
+            sizing.step(count, "available memory unreadable: the count is kept")
+        return sizing.kept()
+    share = memory / sizing.running
+    affordable = int(math.floor(share / GIB * MEMORY_BUDGET_FRACTION / WORKER_MEMORY_BUDGET_GB))
+    budget = (
+        f"{share / GIB:.1f} GiB available{' to this rank' if sizing.running > 1 else ''} "
+        f"({host.memory_source}) covers {affordable} workers at {WORKER_MEMORY_BUDGET_GB:g} GiB each "
+        f"within {MEMORY_BUDGET_FRACTION:.0%} of it"
+    )
+    if affordable < 2:
+        _warn_once(
+            f"Running dataset map() in-process: {budget}. Set {NUM_PROC_ENV_VAR}=<n> to force n workers anyway.",
+            key="memory: in-process",
+        )
+        sizing.step(None, budget)
+        return sizing.decide(None, "memory")
+    if affordable < count:
+        if sizing.request_kind == "explicit":
+            forced = min(count, MAX_FORCED_COUNT)
+            _warn_once(
+                f"Using {affordable} dataset map() workers instead of {_show_int(count)}: {budget}. "
+                f"Set {NUM_PROC_ENV_VAR}={forced} to force {forced} workers anyway.",
+                key=f"memory: {affordable} instead of {_show_int(count)}",
+            )
+        sizing.step(affordable, budget)
+        return sizing.decide(affordable, "memory")
+    return sizing.kept()
+
+
+# The policy, in order: each stage returns the decision, or None to pass the count on; memory always decides.
+_STAGES: Tuple[Callable[[_Sizing], Optional[NumProcDecision]], ...] = (
+    _hatch_stage,
+    _veto_stage,
+    _request_stage,
+    _cpu_stage,
+    _auto_rows_stage,
+    _row_cap_stage,
+    _memory_stage,
+)
+
+
 def explain_dataset_num_proc(
     desired: Any = None,
     *,
@@ -692,6 +923,7 @@ def explain_dataset_num_proc(
     rows: Optional[int] = None,
     closure_bytes: Optional[int] = None,
     closure: Any = None,
+    main_first: Optional[str] = None,
 ) -> NumProcDecision:
     """Decide the worker count and return the full record of how it was decided.
 
@@ -699,114 +931,28 @@ def explain_dataset_num_proc(
     auto-sizing keep small maps and heavy closures in-process. `closure` is what workers would receive
     (the function, its arguments): it is pickled and weighed, never below `closure_bytes`, only when auto
     still has room for workers after the rows, since pickling a tokenizer costs a small map its speed.
+    `main_first` ("main" or "rest") says this map runs inside a main-first block, which changes how many
+    local ranks map at the same time as this one.
     """
-    layer = MAP_LAYER if serial_as_none else CONFIG_LAYER
-    host = _probe_host()
-    steps: List[Step] = []
-    row_count = _as_count(rows)
-    closure_size = _as_count(closure_bytes)
+    sizing = _Sizing(desired, serial_as_none, rows, closure_bytes, closure, main_first)
+    for stage in _STAGES:
+        decision = stage(sizing)
+        if decision is not None:
+            return decision
+    raise AssertionError("the memory stage always decides")
 
-    def decide(count: Optional[int], request_kind: str, decided_by: str) -> NumProcDecision:
-        return NumProcDecision(
-            value=_encode(count, bool(serial_as_none), host.workers_usable),
-            layer=layer,
-            requested=_safe_repr(desired),
-            request_kind=request_kind,
-            rows=row_count,
-            closure_bytes=closure_size,
-            decided_by=decided_by,
-            host=host,
-            steps=tuple(steps),
-        )
 
-    decided, override = environment_override()
-    if decided:
-        raw = _safe_repr(os.environ.get(NUM_PROC_ENV_VAR))
-        steps.append(Step(override, f"{NUM_PROC_ENV_VAR}={raw} decides, uncapped"))
-        return decide(override, "hatch", "environment")
-
-    request_kind, requested = _classify_request(desired)
-    veto = _worker_veto(host.platform, host.start_method, host.start_method_source)
-    if veto is not None:
-        if requested is not None:
-            _warn_once(
-                f"Running dataset map() in-process instead of with {_show_int(requested)} workers: {veto}. "
-                f"Set {NUM_PROC_ENV_VAR}=<n> to force n workers anyway."
-            )
-        steps.append(Step(None, veto))
-        return decide(None, request_kind, "platform")
-
-    if request_kind == "serial":
-        steps.append(Step(None, f"num_proc={_safe_repr(desired)} asks for in-process"))
-        return decide(None, request_kind, "request")
-
-    if requested is not None:
-        count = requested
-        steps.append(Step(count, f"num_proc={_show_int(requested)} requested (not capped by CPUs)"))
-    else:
-        cpus = host.usable_cpus
-        if cpus is not None and host.local_ranks > 1:
-            cpus = cpus // host.local_ranks
-            steps.append(Step(None, f"{host.local_ranks} local ranks share the host: {cpus} CPUs for this rank"))
-        if cpus is None or cpus <= 1:
-            steps.append(Step(None, f"{'unknown' if cpus is None else cpus} usable CPUs: no room for workers"))
-            return decide(None, request_kind, "auto")
-        count = min(max(cpus // 2, 2), AUTO_NUM_PROC_CAP)
-        steps.append(Step(count, f"half of {cpus} usable CPUs, at least 2, capped at {AUTO_NUM_PROC_CAP}"))
-        if closure is not None and (row_count is None or row_count // _rows_per_worker(closure_size) >= 2):
-            measured = pickled_size(closure)
-            if measured is not None:
-                closure_size = max(closure_size or 0, measured)
-        rows_per_worker = _rows_per_worker(closure_size)
-        if row_count is not None and row_count // rows_per_worker < count:
-            count = row_count // rows_per_worker
-            reason = (
-                f"{_show_int(row_count)} rows give {_show_int(rows_per_worker)} rows to at most {count} workers"
-            )
-            if count < 2:
-                steps.append(Step(None, reason))
-                return decide(None, request_kind, "rows")
-            steps.append(Step(count, reason))
-
-    if row_count is not None and row_count < count:
-        # datasets itself lowers num_proc to the row count, which could leave a Pool(1).
-        count = row_count
-        if count < 2:
-            steps.append(Step(None, f"{row_count} rows leave no work for a second worker"))
-            return decide(None, request_kind, "rows")
-        steps.append(Step(count, f"no more workers than the {_show_int(row_count)} rows"))
-
-    memory = host.available_memory_bytes
-    if memory is None:
-        if request_kind == "auto" and count > UNKNOWN_MEMORY_AUTO_CAP:
-            count = UNKNOWN_MEMORY_AUTO_CAP
-            steps.append(Step(count, f"available memory unreadable: auto-sizing stays at {count} workers"))
-        else:
-            steps.append(Step(count, "available memory unreadable: the count is kept"))
-        return decide(count, request_kind, "auto" if request_kind == "auto" else "request")
-
-    share = memory / host.local_ranks
-    affordable = int(math.floor(share / GIB * MEMORY_BUDGET_FRACTION / WORKER_MEMORY_BUDGET_GB))
-    budget = (
-        f"{share / GIB:.1f} GiB available{' to this rank' if host.local_ranks > 1 else ''} "
-        f"({host.memory_source}) covers {affordable} workers at {WORKER_MEMORY_BUDGET_GB:g} GiB each "
-        f"within {MEMORY_BUDGET_FRACTION:.0%} of it"
-    )
-    if affordable < 2:
-        _warn_once(
-            f"Running dataset map() in-process: {budget}. Set {NUM_PROC_ENV_VAR}=<n> to force n workers anyway."
-        )
-        steps.append(Step(None, budget))
-        return decide(None, request_kind, "memory")
-    if affordable < count:
-        if request_kind == "explicit":
-            _warn_once(
-                f"Using {affordable} dataset map() workers instead of {_show_int(count)}: {budget}. "
-                f"Set {NUM_PROC_ENV_VAR}={_show_int(count)} to force {_show_int(count)} workers anyway."
-            )
-        steps.append(Step(affordable, budget))
-        return decide(affordable, request_kind, "memory")
-    return decide(count, request_kind, "auto" if request_kind == "auto" else "request")
+def _running_ranks(local_ranks: int, main_first: Any) -> Tuple[int, Optional[str]]:
+    """How many local ranks map at the same time as this one, and the rule that said so (None: all of them)."""
+    if main_first is None or local_ranks <= 1:
+        return local_ranks, None
+    if isinstance(main_first, str) and main_first == MAIN_FIRST_MAIN:
+        return 1, f"the local main rank maps first while the other {local_ranks - 1} wait"
+    if isinstance(main_first, str) and main_first == MAIN_FIRST_REST:
+        others = local_ranks - 1
+        return others, f"after the local main rank, {others} local rank{'s map' if others > 1 else ' maps'} at once"
+    _warn_once(f"Ignoring main_first={_safe_repr(main_first)}: expected {MAIN_FIRST_MAIN!r} or {MAIN_FIRST_REST!r}.")
+    return local_ranks, None
 
 
 def _rows_per_worker(closure_size: Optional[int]) -> int:
@@ -821,10 +967,16 @@ def get_dataset_num_proc(
     rows: Optional[int] = None,
     closure_bytes: Optional[int] = None,
     closure: Any = None,
+    main_first: Optional[str] = None,
 ) -> Optional[int]:
     """The `num_proc` to use: a worker count >= 2, or the layer's in-process value (None at map(), 1 in a config)."""
     return explain_dataset_num_proc(
-        desired, serial_as_none=serial_as_none, rows=rows, closure_bytes=closure_bytes, closure=closure
+        desired,
+        serial_as_none=serial_as_none,
+        rows=rows,
+        closure_bytes=closure_bytes,
+        closure=closure,
+        main_first=main_first,
     ).value
 
 
@@ -991,7 +1143,9 @@ def _explain_dead_worker(
 ) -> str:
     method, method_source = _probe_start_method()
     workers = _as_count(num_proc) or 1
-    fired = {path: oom_after[path] - before for path, before in oom_before.items() if oom_after.get(path, before) > before}
+    fired = {
+        path: oom_after[path] - before for path, before in oom_before.items() if oom_after.get(path, before) > before
+    }
     causes: List[str] = []
     if exits:
         causes.append(_describe_exit(*exits[0]))
@@ -1007,7 +1161,9 @@ def _explain_dead_worker(
     elif oom_before:
         causes.append("the OOM-kill counters did not change, so the kernel OOM killer did not fire")
     if not exits and not oom_before:
-        cause = "The cause could not be observed: no worker exit status was recorded and no OOM-kill counter was readable."
+        cause = (
+            "The cause could not be observed: no worker exit status was recorded and no OOM-kill counter was readable."
+        )
     else:
         cause = "Observed: " + "; ".join(causes) + "."
     available = "unknown" if memory is None else f"{memory / GIB:.1f} GiB"
@@ -1043,6 +1199,84 @@ def map_failure_diagnostics(num_proc: Any) -> Iterator[None]:
         recorder.uninstall()
 
 
+# --------------------------------------------------------------------------- what map sites and configs call
+
+# Which encoding each trainer family's config writes `dataset_num_proc` in: "config" for a value the zoo's
+# `sft_prepare_dataset` reads (None there means auto), "map" for one passed straight to `Dataset.map`.
+DATASET_NUM_PROC_LAYER = {
+    "sft": CONFIG_LAYER,
+    "dpo": MAP_LAYER,
+    "kto": MAP_LAYER,
+    "cpo": MAP_LAYER,
+    "orpo": MAP_LAYER,
+    "reward": MAP_LAYER,
+    "prm": MAP_LAYER,
+}
+# A config records, under this attribute, whether its request was auto next to the value it resolved to.
+INTENT_ATTRIBUTE = "unsloth_dataset_num_proc_intent"
+# What a map site requests for "in-process" when the config's resolved value was an explicit serial.
+IN_PROCESS_REQUEST = 1
+
+
+def layer_of(family: str) -> str:
+    """The encoding `family`'s config writes; an unknown family gets the map encoding (None = in-process)."""
+    return DATASET_NUM_PROC_LAYER.get(family, MAP_LAYER)
+
+
+def config_num_proc(request: Any, family: str) -> Optional[int]:
+    """`request` as `family`'s trainer config stores it: the policy's answer in that family's encoding."""
+    return get_dataset_num_proc(request, serial_as_none=layer_of(family) == MAP_LAYER)
+
+
+def record_intent(config: Any, requested: Any) -> None:
+    """Remember on `config` whether `requested` was auto, next to the value it resolved to."""
+    try:
+        setattr(config, INTENT_ATTRIBUTE, (is_auto_request(requested), getattr(config, "dataset_num_proc", None)))
+    except Exception:  # a frozen or slotted config simply keeps its resolved value
+        pass
+
+
+def map_request(config: Any) -> Any:
+    """What a map site asks for this config: None for auto, else the explicit count (1 = in-process).
+
+    A value assigned after the config was built is read as a fresh request.
+    """
+    value = getattr(config, "dataset_num_proc", None)
+    intent = getattr(config, INTENT_ATTRIBUTE, None)
+    if not (isinstance(intent, tuple) and len(intent) == 2 and intent[1] == value):
+        return value
+    was_auto, resolved = intent
+    if was_auto:
+        return None
+    return IN_PROCESS_REQUEST if resolved is None else resolved
+
+
+def is_streaming(dataset: Any) -> bool:
+    """Whether `dataset` is a `datasets.IterableDataset`, which maps lazily in its reader and takes no num_proc."""
+    # Read from sys.modules: a dataset of that class exists only once `datasets` is imported.
+    iterable = getattr(sys.modules.get("datasets"), "IterableDataset", None)
+    return isinstance(iterable, type) and isinstance(dataset, iterable)
+
+
+def sized_map(
+    dataset: Any, function: Any, request: Any = None, *, sizer: Optional[Callable[..., Any]] = None, **map_kwargs: Any
+) -> Any:
+    """`dataset.map(function, **map_kwargs)` with `num_proc` sized for `request` (None = auto, 1 = in-process).
+
+    The count knows the dataset's rows and weighs what each worker unpickles (the function and its `fn_kwargs`),
+    and the map runs inside `map_failure_diagnostics`. A streamed dataset maps as it is read, without `num_proc`
+    or `desc`. `sizer(request, rows=..., closure=...)` stands in for `get_dataset_num_proc` where a caller adds
+    rules of its own (Studio's).
+    """
+    if is_streaming(dataset):
+        map_kwargs.pop("desc", None)
+        return dataset.map(function, **map_kwargs)
+    payload = (function, map_kwargs["fn_kwargs"]) if map_kwargs.get("fn_kwargs") else function
+    workers = (sizer or get_dataset_num_proc)(request, rows=len(dataset), closure=payload)
+    with map_failure_diagnostics(workers):
+        return dataset.map(function, num_proc=workers, **map_kwargs)
+
+
 # --------------------------------------------------------------------------- command line
 
 
@@ -1073,10 +1307,20 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
     )
     parser.add_argument("--num-proc", type=int, default=None, help="the count a caller would request (default: auto)")
     parser.add_argument("--rows", type=int, default=None, help="rows the map will process, when known")
-    parser.add_argument("--closure-bytes", type=int, default=None, help="pickled size of the mapped function, when known")
+    parser.add_argument(
+        "--closure-bytes", type=int, default=None, help="pickled size of the mapped function, when known"
+    )
+    parser.add_argument(
+        "--main-first",
+        choices=(MAIN_FIRST_MAIN, MAIN_FIRST_REST),
+        default=None,
+        help="the map runs inside a main-first block, as the local main rank or as one of the rest",
+    )
     parser.add_argument("--config-layer", action="store_true", help="encode in-process as a config does (1, not None)")
     parser.add_argument("--json", action="store_true", help="print the decision record as JSON")
-    parser.add_argument("--version", action="store_true", help="print the distribution's version and this module's path")
+    parser.add_argument(
+        "--version", action="store_true", help="print the distribution's version and this module's path"
+    )
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_request:
@@ -1087,7 +1331,11 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) 
         out.write(_describe_installation() + "\n")
         return 0
     decision = explain_dataset_num_proc(
-        args.num_proc, serial_as_none=not args.config_layer, rows=args.rows, closure_bytes=args.closure_bytes
+        args.num_proc,
+        serial_as_none=not args.config_layer,
+        rows=args.rows,
+        closure_bytes=args.closure_bytes,
+        main_first=args.main_first,
     )
     if args.json:
         out.write(json.dumps(decision.as_dict(), indent=2) + "\n")

@@ -54,11 +54,8 @@ def policy_num_proc(args: Any) -> Optional[int]:
     """The SFT map's num_proc: `args.dataset_num_proc` as the request, at the map encoding (None = in-process)."""
     import unsloth_num_proc
 
-    policy = unsloth_num_proc.load_policy()
-    if policy is None:
-        return None
     # A config that recorded auto intent asks for auto again, not for the count it resolved to.
-    return policy.get_dataset_num_proc(unsloth_num_proc.map_request(args))
+    return unsloth_num_proc.map_num_proc(unsloth_num_proc.map_request(args))
 
 
 # --------------------------------------------------------------------------- finding the target (pure ast)
@@ -113,7 +110,9 @@ def rewrite_num_proc_assignments(function: ast.FunctionDef) -> int:
         return 0
     assignments = assignments_to(function, num_proc_variables(function))
     for assignment in assignments:
-        call = ast.Call(func=ast.Name(HELPER_NAME, ast.Load()), args=[ast.Name(ARGS_PARAMETER, ast.Load())], keywords=[])
+        call = ast.Call(
+            func=ast.Name(HELPER_NAME, ast.Load()), args=[ast.Name(ARGS_PARAMETER, ast.Load())], keywords=[]
+        )
         assignment.value = ast.copy_location(call, assignment.value)
     ast.fix_missing_locations(function)
     return len(assignments)

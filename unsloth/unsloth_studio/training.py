@@ -13,11 +13,8 @@ from typing import Any, Callable, Optional
 
 import unsloth_num_proc
 
-from .num_proc import dataset_map_num_proc
+from .num_proc import IN_PROCESS_REQUEST, dataset_map_num_proc
 from .picklability import can_ship_to_workers
-
-# A request of 1 is in-process; None lets the policy size the map.
-IN_PROCESS_REQUEST = 1
 
 
 @dataclasses.dataclass

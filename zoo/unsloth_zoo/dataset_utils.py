@@ -2,22 +2,15 @@
 # Copyright 2026 the unsloth_zoo authors.
 """The zoo's own `Dataset.map` sites: SFT tokenization and response-only label masking.
 
-Each one sizes its map through the worker-count policy at the map-site encoding (None = in-process)
-and runs it inside `map_failure_diagnostics`, so a dead worker explains itself.
+Each one runs through the policy's `sized_map`: sized at the map-site encoding (None = in-process) with its rows
+and closure known, inside `map_failure_diagnostics`, so a dead worker explains itself.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from .dataset_num_proc import (
-    ZOO_MIN_ROWS_FOR_MULTIPROC,
-    NumProcDecision,
-    _classify_request,
-    explain_dataset_num_proc,
-    map_failure_diagnostics,
-)
-from .num_proc_intent import map_request
+from .dataset_num_proc import NumProcDecision, explain_dataset_num_proc, map_request, sized_map
 
 __all__ = ["encode_texts", "explain_sft_num_proc", "sft_prepare_dataset", "train_on_responses_only"]
 
@@ -25,18 +18,13 @@ IGNORE_INDEX = -100
 DEFAULT_MAX_LENGTH = 2048
 
 
-def _is_streaming(dataset: Any) -> bool:
-    try:
-        from datasets import IterableDataset
-    except ImportError:
-        return False
-    return isinstance(dataset, IterableDataset)
-
-
 def encode_texts(tokenizer: Any, texts: Sequence[str], max_length: Optional[int] = None) -> dict:
     """Token ids and attention masks for `texts`, from a `tokenizers.Tokenizer` or a Hugging Face tokenizer."""
     if hasattr(tokenizer, "encode_batch"):
-        ids = [encoding.ids[:max_length] if max_length else encoding.ids for encoding in tokenizer.encode_batch(list(texts))]
+        ids = [
+            encoding.ids[:max_length] if max_length else encoding.ids
+            for encoding in tokenizer.encode_batch(list(texts))
+        ]
         return {"input_ids": ids, "attention_mask": [[1] * len(row) for row in ids]}
     encoded = tokenizer(list(texts), truncation=max_length is not None, max_length=max_length)
     return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
@@ -68,9 +56,13 @@ def _sft_tokenizer(tokenizer: Any, args: Any, formatting_func: Optional[Callable
     return _TokenizeText(tokenizer, text_field, max_length, formatting_func)
 
 
-def explain_sft_num_proc(dataset: Any, tokenizer: Any, args: Any, *, formatting_func: Optional[Callable] = None) -> NumProcDecision:
+def explain_sft_num_proc(
+    dataset: Any, tokenizer: Any, args: Any, *, formatting_func: Optional[Callable] = None
+) -> NumProcDecision:
     """The policy's decision for the map `sft_prepare_dataset` runs on `dataset`, with its rows and closure known."""
-    return _map_decision(map_request(args), len(dataset), _sft_tokenizer(tokenizer, args, formatting_func))
+    return explain_dataset_num_proc(
+        map_request(args), rows=len(dataset), closure=_sft_tokenizer(tokenizer, args, formatting_func)
+    )
 
 
 def sft_prepare_dataset(
@@ -83,32 +75,14 @@ def sft_prepare_dataset(
 ) -> Any:
     """Tokenize `args.dataset_text_field` of every row; `args.dataset_num_proc` None auto-sizes, 1 is serial.
 
-    A config that recorded auto intent (see `num_proc_intent`) is auto-sized here again, with the rows known.
+    A config that recorded auto intent (see `record_intent`) is auto-sized here again, with the rows known.
     """
     batch_size = getattr(args, "dataset_batch_size", None) or 1000
     tokenize = _sft_tokenizer(tokenizer, args, formatting_func)
     columns = list(dataset.column_names or []) if hasattr(dataset, "column_names") else None
-    if _is_streaming(dataset):
-        return dataset.map(tokenize, batched=True, batch_size=batch_size, remove_columns=columns)
-    num_proc = _map_decision(map_request(args), len(dataset), tokenize).value
-    with map_failure_diagnostics(num_proc):
-        return dataset.map(
-            tokenize,
-            batched=True,
-            batch_size=batch_size,
-            num_proc=num_proc,
-            remove_columns=columns,
-            desc=desc,
-        )
-
-
-def _map_decision(request: Any, rows: int, function: Callable) -> NumProcDecision:
-    """The map-site decision; auto-sizing also weighs the closure every worker must unpickle."""
-    return explain_dataset_num_proc(request, rows=rows, closure=function)
-
-
-def _map_num_proc(request: Any, rows: int, function: Callable) -> Optional[int]:
-    return _map_decision(request, rows, function).value
+    return sized_map(
+        dataset, tokenize, map_request(args), batched=True, batch_size=batch_size, remove_columns=columns, desc=desc
+    )
 
 
 def _find(sequence: list, pattern: list, start: int) -> int:
@@ -148,20 +122,8 @@ class _MaskToResponses:
         return {"labels": all_labels}
 
 
-def _split_num_proc(split: Any, num_proc: Any, mask: "_MaskToResponses") -> Optional[int]:
-    """Auto keeps a split under ZOO_MIN_ROWS_FOR_MULTIPROC rows in-process; an explicit count is memory-bounded."""
-    kind, _ = _classify_request(num_proc)
-    if kind == "auto" and len(split) < ZOO_MIN_ROWS_FOR_MULTIPROC:
-        return None
-    return _map_num_proc(num_proc, len(split), mask)
-
-
 def _mask_split(split: Any, mask: _MaskToResponses, num_proc: Any) -> Any:
-    if _is_streaming(split):
-        return split.map(mask, batched=True)
-    workers = _split_num_proc(split, num_proc, mask)
-    with map_failure_diagnostics(workers):
-        return split.map(mask, batched=True, num_proc=workers, desc="Masking everything but responses")
+    return sized_map(split, mask, num_proc, batched=True, desc="Masking everything but responses")
 
 
 def train_on_responses_only(trainer: Any, instruction_part: str, response_part: str, num_proc: Any = None) -> Any:

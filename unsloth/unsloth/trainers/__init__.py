@@ -19,7 +19,6 @@ from .configs import (
     RewardDatasetConfig,
     SFTDatasetConfig,
 )
-from .encodings import CONFIG_LAYER, DATASET_NUM_PROC_LAYER, MAP_LAYER
 from .preference import prepare_paired_preference_dataset
 from .registry import TRAINER_FAMILIES, make_config, prepare_dataset
 from .reward import prepare_reward_dataset
@@ -63,14 +62,27 @@ __all__ = [
 ]
 
 
+# The policy's table of each family's encoding, read from whichever policy loads.
+POLICY_NAMES = ("CONFIG_LAYER", "DATASET_NUM_PROC_LAYER", "MAP_LAYER")
+
+
 def __getattr__(name: str):
+    if name in POLICY_NAMES:
+        import unsloth_num_proc
+
+        policy = unsloth_num_proc.load_policy()
+        if policy is None:
+            raise AttributeError(f"{__name__}.{name} comes from the dataset worker-count policy, and none loads")
+        return getattr(policy, name)
     if name not in TRL_CONFIGS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    own = f"unsloth's own torch-free config is unsloth.trainers.{name[:-len('Config')]}DatasetConfig"
+    own = f"unsloth's own torch-free config is unsloth.trainers.{name[: -len('Config')]}DatasetConfig"
     try:
         trl = _importlib.import_module("trl")
     except ImportError as error:
-        raise ImportError(f"unsloth.trainers.{name} is TRL's {name}, and trl is not installed: pip install trl ({own})", name=name) from error
+        raise ImportError(
+            f"unsloth.trainers.{name} is TRL's {name}, and trl is not installed: pip install trl ({own})", name=name
+        ) from error
     from ..trl_patch import patch_trl
 
     patch_trl(trl)

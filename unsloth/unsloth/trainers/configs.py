@@ -4,9 +4,9 @@
 
 They are not TRL's configs: `unsloth.trainers.SFTConfig` and friends are TRL's own (patched), see `__init__`.
 `dataset_num_proc` is the user's request when passed (None = auto-size, 0 or 1 = in-process,
-n = n workers) and the policy's answer, in the encoding `encodings.DATASET_NUM_PROC_LAYER` gives
+n = n workers) and the policy's answer, in the encoding the policy's `DATASET_NUM_PROC_LAYER` gives
 the family, once the config exists; the config also records whether the request was auto, so each
-map site asks again with its rows. With no policy loadable it is in-process in that encoding.
+map site asks again with its rows. With no policy loadable it is None (in-process).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import dataclasses
 from typing import ClassVar, Optional
 
 import unsloth_num_proc
-
-from .sizing import config_num_proc
 
 
 @dataclasses.dataclass
@@ -28,7 +26,7 @@ class DatasetConfig:
 
     def __post_init__(self) -> None:
         requested = self.dataset_num_proc
-        self.dataset_num_proc = config_num_proc(self.family, requested)
+        self.dataset_num_proc = unsloth_num_proc.config_num_proc(requested, self.family)
         unsloth_num_proc.record_intent(self, requested)
 
 

@@ -6,15 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence, Tuple
 
-from .sizing import map_diagnostics, map_site_num_proc
-
-
-def is_streaming(dataset: Any) -> bool:
-    try:
-        from datasets import IterableDataset
-    except ImportError:
-        return False
-    return isinstance(dataset, IterableDataset)
+import unsloth_num_proc
 
 
 def int_list_features(names: Sequence[str]) -> dict:
@@ -49,11 +41,6 @@ def run_batched_map(
     """
     remove = [name for name in remove_columns if dataset.column_names is None or name in dataset.column_names]
     features = _declared_features(dataset, remove, int_list_columns)
-    if is_streaming(dataset):
-        # IterableDataset.map has no num_proc: a stream is mapped lazily, row by row, in this process.
-        return dataset.map(function, batched=True, remove_columns=remove or None, features=features)
-    workers = map_site_num_proc(num_proc_request, rows=len(dataset), function=function)
-    with map_diagnostics(workers):
-        return dataset.map(
-            function, batched=True, num_proc=workers, remove_columns=remove or None, features=features, desc=desc
-        )
+    return unsloth_num_proc.sized_map(
+        dataset, function, num_proc_request, batched=True, remove_columns=remove or None, features=features, desc=desc
+    )

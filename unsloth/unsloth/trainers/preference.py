@@ -29,7 +29,9 @@ class TokenizePairedPreference:
 
     def __call__(self, batch: dict) -> dict:
         return {
-            "prompt_input_ids": encode_column(self.tokenizer, batch["prompt"], max_length=self.max_prompt_length, keep=KEEP_END),
+            "prompt_input_ids": encode_column(
+                self.tokenizer, batch["prompt"], max_length=self.max_prompt_length, keep=KEEP_END
+            ),
             "chosen_input_ids": self._completions(batch["chosen"]),
             "rejected_input_ids": self._completions(batch["rejected"]),
         }

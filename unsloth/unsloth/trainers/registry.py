@@ -16,7 +16,6 @@ from .configs import (
     RewardDatasetConfig,
     SFTDatasetConfig,
 )
-from .encodings import layer_of
 from .preference import prepare_paired_preference_dataset
 from .reward import prepare_reward_dataset
 from .sft import prepare_sft_dataset
@@ -40,16 +39,22 @@ TRAINER_FAMILIES: Dict[str, TrainerFamily] = {
 }
 
 
+def family_entry(family: str) -> TrainerFamily:
+    """`family`'s config class and preparation; a KeyError names an unknown family."""
+    try:
+        return TRAINER_FAMILIES[family]
+    except KeyError:
+        raise KeyError(f"unknown trainer family {family!r}; known: {sorted(TRAINER_FAMILIES)}") from None
+
+
 def make_config(family: str, **fields: Any) -> DatasetConfig:
     """A `family` config built from `fields`, its `dataset_num_proc` resolved."""
-    layer_of(family)
-    return TRAINER_FAMILIES[family].config_class(**fields)
+    return family_entry(family).config_class(**fields)
 
 
 def prepare_dataset(family: str, dataset: Any, tokenizer: Any, config: Optional[DatasetConfig] = None) -> Any:
     """Tokenize `dataset` for `family`; a missing config is the family's defaults (auto-sized workers)."""
-    layer_of(family)
-    entry = TRAINER_FAMILIES[family]
+    entry = family_entry(family)
     if config is None:
         config = entry.config_class()
     elif not isinstance(config, entry.config_class):

@@ -37,7 +37,9 @@ class TokenizeText:
         return {"input_ids": ids, "attention_mask": attention_masks(ids)}
 
 
-def prepare_sft_dataset(dataset: Any, tokenizer: Any, config: SFTDatasetConfig, *, formatting_func: Optional[Callable] = None) -> Any:
+def prepare_sft_dataset(
+    dataset: Any, tokenizer: Any, config: SFTDatasetConfig, *, formatting_func: Optional[Callable] = None
+) -> Any:
     try:
         from unsloth_zoo.dataset_utils import sft_prepare_dataset
     except ImportError:
@@ -46,4 +48,6 @@ def prepare_sft_dataset(dataset: Any, tokenizer: Any, config: SFTDatasetConfig, 
         return sft_prepare_dataset(dataset, tokenizer, config, formatting_func=formatting_func)
     tokenize = TokenizeText(tokenizer, config.dataset_text_field or "text", _max_length(config), formatting_func)
     columns = list(dataset.column_names or [])
-    return run_batched_map(dataset, tokenize, unsloth_num_proc.map_request(config), remove_columns=columns, desc="Tokenizing SFT dataset")
+    return run_batched_map(
+        dataset, tokenize, unsloth_num_proc.map_request(config), remove_columns=columns, desc="Tokenizing SFT dataset"
+    )

@@ -36,7 +36,9 @@ def encode_column(
     add_special_tokens: bool = True,
 ) -> List[List[int]]:
     """Token ids of each text, each truncated to `max_length`."""
-    return [truncate(ids, max_length, keep) for ids in encode_batch(tokenizer, texts, add_special_tokens=add_special_tokens)]
+    return [
+        truncate(ids, max_length, keep) for ids in encode_batch(tokenizer, texts, add_special_tokens=add_special_tokens)
+    ]
 
 
 def attention_masks(rows: Sequence[Sequence[int]]) -> List[List[int]]:

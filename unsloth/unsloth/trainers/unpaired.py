@@ -25,7 +25,9 @@ class TokenizeUnpaired:
 
     def __call__(self, batch: dict) -> dict:
         return {
-            "prompt_input_ids": encode_column(self.tokenizer, batch["prompt"], max_length=self.max_prompt_length, keep=KEEP_END),
+            "prompt_input_ids": encode_column(
+                self.tokenizer, batch["prompt"], max_length=self.max_prompt_length, keep=KEEP_END
+            ),
             "completion_input_ids": encode_column(
                 self.tokenizer, batch["completion"], max_length=self.max_completion_length, add_special_tokens=False
             ),
@@ -35,5 +37,9 @@ class TokenizeUnpaired:
 def prepare_unpaired_dataset(dataset: Any, tokenizer: Any, config: KTODatasetConfig) -> Any:
     tokenize = TokenizeUnpaired(tokenizer, config.max_prompt_length, config.max_completion_length)
     return run_batched_map(
-        dataset, tokenize, unsloth_num_proc.map_request(config), remove_columns=UNPAIRED_TEXT_COLUMNS, desc="Tokenizing KTO dataset"
+        dataset,
+        tokenize,
+        unsloth_num_proc.map_request(config),
+        remove_columns=UNPAIRED_TEXT_COLUMNS,
+        desc="Tokenizing KTO dataset",
     )

@@ -53,7 +53,7 @@ def patch_experimental(module: ModuleType) -> None:
 
 def _watch_experimental() -> None:
     # Only the subpackages' names are read here; each is patched when the program imports it.
-    from ..mlx.import_hooks import import_hooks
+    from ..import_hooks import import_hooks
 
     spec = importlib.util.find_spec("trl.experimental")
     if spec is None or not spec.submodule_search_locations:
@@ -85,7 +85,7 @@ def _run_quietly(patch: Callable[[ModuleType], None], module: ModuleType) -> Non
 
 def install() -> None:
     """Patch `trl` now if it is imported, else right after the program imports it."""
-    from ..mlx.import_hooks import import_hooks
+    from ..import_hooks import import_hooks
 
     import_hooks().after_import("trl", _patch_quietly)
     trl = sys.modules.get("trl")

@@ -2,8 +2,9 @@
 # Copyright 2026 the unsloth authors.
 """TRL's config classes with a `dataset_num_proc` field: found in trl's exports, each `__post_init__` wrapped.
 
-The wrapped `__post_init__` resolves `dataset_num_proc` through the policy in the family's encoding
-(`unsloth.trainers.encodings`) and records whether the request was auto, so map sites can ask again with rows.
+The wrapped `__post_init__` resolves `dataset_num_proc` through the policy in the map encoding (None for
+in-process, never 1: the value reaches `map()` in TRL and in user code) and records whether the request was
+auto, so map sites can ask again with rows.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from types import ModuleType
 from typing import Any, Dict
 
 import unsloth_num_proc
-
-from ..trainers.encodings import DATASET_NUM_PROC_LAYER, MAP_LAYER, in_process_value
 
 FIELD = "dataset_num_proc"
 CONFIG_SUFFIX = "Config"
@@ -36,16 +35,7 @@ def exported_names(trl: ModuleType) -> list:
     return sorted(name for name in names if not name.startswith("_"))
 
 
-def resolve(family: str, requested: Any) -> Any:
-    """`requested` as `family`'s config stores it; an unknown family gets the map encoding (None = in-process)."""
-    layer = DATASET_NUM_PROC_LAYER.get(family, MAP_LAYER)
-    policy = unsloth_num_proc.load_policy()
-    if policy is None:
-        return in_process_value(layer)
-    return policy.get_dataset_num_proc(requested, serial_as_none=layer == MAP_LAYER)
-
-
-def _wrap_post_init(cls: type, family: str) -> None:
+def _wrap_post_init(cls: type) -> None:
     original = cls.__dict__.get("__post_init__") or getattr(cls, "__post_init__", None)
     if original is None or getattr(original, WRAPPED_MARKER, False):
         return
@@ -58,11 +48,11 @@ def _wrap_post_init(cls: type, family: str) -> None:
         if outermost is not __post_init__ and getattr(outermost, WRAPPED_MARKER, False):
             return
         requested = getattr(self, FIELD, None)
-        setattr(self, FIELD, resolve(family, requested))
+        setattr(self, FIELD, unsloth_num_proc.map_num_proc(requested))
         unsloth_num_proc.record_intent(self, requested)
 
     setattr(__post_init__, WRAPPED_MARKER, True)
-    setattr(cls, "__post_init__", __post_init__)
+    setattr(cls, "__post_init__", __post_init__)  # noqa: B010  (mypy refuses a method assigned on `type`)
 
 
 def patch_config_classes(trl: ModuleType) -> Dict[str, type]:
@@ -80,14 +70,6 @@ def patch_config_classes(trl: ModuleType) -> Dict[str, type]:
             continue
         if FIELD not in {item.name for item in dataclasses.fields(cls)}:
             continue
-        family = family_of(name)
-        if family not in DATASET_NUM_PROC_LAYER:
-            warnings.warn(
-                f"trl.{name} has a dataset_num_proc field but unsloth knows no encoding for {family!r}; "
-                "it is written as a map value (None = in-process)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        _wrap_post_init(cls, family)
-        found[family] = cls
+        _wrap_post_init(cls)
+        found[family_of(name)] = cls
     return found

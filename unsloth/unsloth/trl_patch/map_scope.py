@@ -2,7 +2,9 @@
 # Copyright 2026 the unsloth authors.
 """A scoped hook on `datasets.Dataset.map`: inside `sized_maps(request)` every map is sized by the policy.
 
-Outside a scope the hook passes every call through untouched. Inside, the caller's `num_proc` is replaced by
+Outside a scope the hook passes every call through untouched. It binds each call against datasets' own
+`Dataset.map` signature, found behind any wrapper installed in front of it; where a wrapper hides it, the hook
+says so once by name and the scope's maps run in-process. Inside, the caller's `num_proc` is replaced by
 the policy's answer for the scope's request (None = auto), given that dataset's row count and the pickled size
 of what each worker receives (the function and its `fn_kwargs`), and the map runs inside the policy's
 dead-worker diagnostics. In-process is always `num_proc=None` there, never 1.
@@ -20,9 +22,13 @@ import dataclasses
 import functools
 import inspect
 import threading
-from typing import Any, Iterator, Optional
+import warnings
+from typing import Any, Iterator, List, Optional, Set
 
 import unsloth_num_proc
+
+from .fingerprints import install_filter_hook
+from .ranks import main_first_turn, watch_main_first
 
 HOOK_MARKER = "__unsloth_sized_map__"
 # A sentinel no request can equal: maps outside any scope pass through.
@@ -46,36 +52,95 @@ def map_num_proc(scope: Scope, rows: Optional[int], payload: Any) -> Optional[in
     if policy is None:
         return None
     if scope.weight is not None and scope.weight_bytes is None and unsloth_num_proc.is_auto_request(scope.request):
-        floor = policy.explain_dataset_num_proc(scope.request, rows=rows, closure=scope.weight)
+        floor = policy.explain_dataset_num_proc(
+            scope.request, rows=rows, closure=scope.weight, main_first=main_first_turn()
+        )
         scope.weight_bytes = floor.closure_bytes
         if floor.value is None:
             return None
         if floor.closure_bytes is None:
             scope.weight = None  # weighed and unpicklable: no later map tries again
-    return policy.get_dataset_num_proc(scope.request, rows=rows, closure_bytes=scope.weight_bytes, closure=payload)
+    return unsloth_num_proc.map_num_proc(
+        scope.request, rows=rows, closure_bytes=scope.weight_bytes, closure=payload, main_first=main_first_turn()
+    )
 
 
-def _diagnostics(num_proc: Optional[int]) -> Any:
-    policy = unsloth_num_proc.load_policy()
-    return contextlib.nullcontext() if policy is None else policy.map_failure_diagnostics(num_proc)
+class MapSignatureHidden(RuntimeWarning):
+    """A wrapper on `Dataset.map` hides datasets' own signature, so the hook cannot place `num_proc`."""
+
+
+# How far the search for datasets' own `map` goes through wrappers before it gives up.
+_SEARCH_LIMIT = 64
+
+
+def _is_datasets_map(candidate: Any) -> bool:
+    module = getattr(candidate, "__module__", None) or ""
+    try:
+        return module.split(".")[0] == "datasets" and "num_proc" in inspect.signature(candidate).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _inner_callables(candidate: Any) -> Iterator[Any]:
+    """What a wrapper may call: its `__wrapped__`, its closure's cells, the globals its code names."""
+    function = getattr(candidate, "__func__", candidate)
+    yield getattr(function, "__wrapped__", None)
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            yield cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    code, scope = getattr(function, "__code__", None), getattr(function, "__globals__", None) or {}
+    for name in getattr(code, "co_names", ()):
+        yield scope.get(name)
+
+
+def datasets_map_signature(current: Any) -> Optional[inspect.Signature]:
+    """The signature of datasets' own `Dataset.map` behind `current`, whatever wrappers sit in front; None if hidden."""
+    pending: List[Any] = [current]
+    seen: Set[int] = set()
+    while pending and len(seen) < _SEARCH_LIMIT:
+        candidate = pending.pop(0)
+        if candidate is None or not callable(candidate) or id(candidate) in seen:
+            continue
+        seen.add(id(candidate))
+        if _is_datasets_map(candidate):
+            return inspect.signature(candidate)
+        pending.extend(_inner_callables(candidate))
+    return None
+
+
+def _describe(function: Any) -> str:
+    return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
 
 
 def _sized_map(original: Any) -> Any:
-    signature = inspect.signature(original)
+    signature = datasets_map_signature(original)
+    if signature is None:
+        warnings.warn(
+            f"unsloth cannot find datasets' own Dataset.map behind {_describe(original)}, so it cannot size the "
+            "maps trl prepares datasets with: they run in-process (num_proc=None). Wrap Dataset.map with "
+            "functools.wraps to let unsloth size them.",
+            MapSignatureHidden,
+            stacklevel=3,
+        )
 
     @functools.wraps(original)
     def map(self: Any, *args: Any, **kwargs: Any) -> Any:
         scope = _request.get()
         if scope is _OUTSIDE:
             return original(self, *args, **kwargs)
-        bound = signature.bind(self, *args, **kwargs)
-        function = bound.arguments.get("function")
-        fn_kwargs = bound.arguments.get("fn_kwargs")
-        workers = map_num_proc(scope, len(self), (function, fn_kwargs))
-        bound.arguments["num_proc"] = workers
         token = _request.set(_OUTSIDE)  # a map that maps again inside is not sized twice
         try:
-            with _diagnostics(workers):
+            if signature is None:
+                kwargs["num_proc"] = None
+                return original(self, *args, **kwargs)
+            bound = signature.bind(self, *args, **kwargs)
+            function = bound.arguments.get("function")
+            fn_kwargs = bound.arguments.get("fn_kwargs")
+            workers = map_num_proc(scope, len(self), (function, fn_kwargs))
+            bound.arguments["num_proc"] = workers
+            with unsloth_num_proc.map_diagnostics(workers):
                 return original(*bound.args, **bound.kwargs)
         finally:
             _request.reset(token)
@@ -98,6 +163,8 @@ def sized_maps(request: Any, weight: Any = None) -> Iterator[None]:
     """Size every `Dataset.map` run inside by the policy for `request` (None = auto, n = explicit), each auto
     map weighed at least as heavy as `weight` pickled."""
     install_map_hook()
+    install_filter_hook(lambda: _request.get() is not _OUTSIDE)
+    watch_main_first()
     token = _request.set(Scope(request, weight))
     try:
         yield

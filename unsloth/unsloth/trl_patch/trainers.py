@@ -62,7 +62,7 @@ def patch_trainer_classes(trl: ModuleType, configs: Dict[str, type], *, expect_p
     from . import WRITTEN_AGAINST_TRL
 
     wrapped = []
-    for family, config_class in sorted(configs.items()):
+    for _family, config_class in sorted(configs.items()):
         name = config_class.__name__[: -len("Config")] + TRAINER_SUFFIX
         try:
             cls = getattr(trl, name)

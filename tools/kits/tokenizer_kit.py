@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import tokenizers
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CORPUS_DIR = REPO_ROOT / "shared" / "corpus"
 DEFAULT_CACHE_DIR = REPO_ROOT / "build" / "tokenizers"
 SPECIAL_TOKENS = ("<|pad|>", "<|eos|>", "<|user|>", "<|assistant|>", "<|system|>")
@@ -86,12 +86,76 @@ def write_cache_atomically(path: Path, text: str) -> None:
 # ---- training and growing (pure apart from the tokenizers library) ----
 
 
-def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> tokenizers.Tokenizer:
-    """Train a byte-level BPE (GPT-2 style pre-tokenization) with the chat special tokens as ids 0-4."""
+# The splitting regexes of Llama 3's and Qwen 2's byte-level BPE tokenizers (Qwen 2 splits digits one by one).
+SPLIT_REGEXES = {
+    "llama3": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+# Byte-level BPE kinds ("gpt2", "llama3", "qwen2") and the SentencePiece-style kind Gemma, Mistral and Phi-3 use.
+TOKENIZER_KINDS = ("gpt2", *SPLIT_REGEXES, "sentencepiece")
+SENTENCEPIECE_UNKNOWN = "<unk>"
+WORD_MARK = "\u2581"  # SentencePiece's stand-in for a space
+
+
+def _byte_level_pre_tokenizer(kind: str) -> Any:
+    from tokenizers import Regex, pre_tokenizers
+
+    if kind == "gpt2":
+        return pre_tokenizers.ByteLevel(add_prefix_space=False)
+    split = pre_tokenizers.Split(Regex(SPLIT_REGEXES[kind]), behavior="isolated")
+    return pre_tokenizers.Sequence([split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+def train_sentencepiece_style(texts: Iterable[str], vocab_size: int) -> tokenizers.Tokenizer:
+    """A BPE over `▁`-marked words with byte fallback, laid out as SentencePiece vocabularies are.
+
+    Ids: the chat special tokens, `<unk>`, the 256 byte tokens `<0x00>`..`<0xFF>`, then the trained pieces in
+    merge order. Every section of text (also after a special token) gets a leading `▁`, as llama.cpp's
+    SentencePiece tokenizer adds one.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    specials = [*SPECIAL_TOKENS, SENTENCEPIECE_UNKNOWN]
+    byte_tokens = [f"<0x{value:02X}>" for value in range(256)]
+    metaspace = pre_tokenizers.Metaspace(replacement=WORD_MARK, prepend_scheme="always", split=True)
+    trainer_model = Tokenizer(models.BPE())
+    trainer_model.pre_tokenizer = metaspace
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(specials) - len(byte_tokens), special_tokens=[], show_progress=False
+    )
+    trainer_model.train_from_iterator(list(texts), trainer=trainer)
+    trained = json.loads(trainer_model.to_str())["model"]
+    pieces = sorted(trained["vocab"], key=trained["vocab"].__getitem__)
+    vocab = {token: index for index, token in enumerate([*specials, *byte_tokens, *pieces])}
+    tokenizer = Tokenizer(
+        models.BPE(
+            vocab=vocab,
+            merges=[
+                tuple(merge) if not isinstance(merge, str) else tuple(merge.split(" ")) for merge in trained["merges"]
+            ],
+            unk_token=SENTENCEPIECE_UNKNOWN,
+            byte_fallback=True,
+            fuse_unk=True,
+        )
+    )
+    tokenizer.add_special_tokens(specials)
+    tokenizer.pre_tokenizer = metaspace
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace(WORD_MARK, " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    return tokenizer
+
+
+def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int, kind: str = "gpt2") -> tokenizers.Tokenizer:
+    """Train a BPE of `kind` (see TOKENIZER_KINDS) with the chat special tokens as ids 0-4."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
+    if kind == "sentencepiece":
+        return train_sentencepiece_style(texts, vocab_size)
+    if kind not in TOKENIZER_KINDS:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(TOKENIZER_KINDS)}")
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = _byte_level_pre_tokenizer(kind)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
@@ -137,13 +201,16 @@ def grow_bpe_state(state: dict[str, Any], vocab_size: int, *, seed: int) -> dict
 # ---- public builders ----
 
 
-def build_tokenizer(vocab_size: int = 8000, *, cache_dir: Path | None = None) -> tokenizers.Tokenizer:
-    """A byte-level BPE trained on the corpus, loaded from `cache_dir` when an identical one was built before."""
-    path = cache_path(cache_dir, f"bpe-{vocab_size}-{corpus_digest()}")
+def build_tokenizer(
+    vocab_size: int = 8000, *, cache_dir: Path | None = None, kind: str = "gpt2"
+) -> tokenizers.Tokenizer:
+    """A BPE of `kind` trained on the corpus, loaded from `cache_dir` when an identical one was built before."""
+    stem = "bpe" if kind == "gpt2" else f"bpe-{kind}"
+    path = cache_path(cache_dir, f"{stem}-{vocab_size}-{corpus_digest()}")
     cached = read_cached_tokenizer(path)
     if cached is not None:
         return cached
-    tokenizer = train_bpe_tokenizer(read_corpus_texts(), vocab_size)
+    tokenizer = train_bpe_tokenizer(read_corpus_texts(), vocab_size, kind)
     write_cache_atomically(path, tokenizer.to_str())
     return tokenizer
 
@@ -174,4 +241,7 @@ def load_tokenizer(path: str | Path) -> tokenizers.Tokenizer:
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.is_file():
         raise FileNotFoundError(f"no tokenizer file at {file}")
-    return Tokenizer.from_file(str(file))
+    try:
+        return Tokenizer.from_file(str(file))
+    except Exception as error:  # tokenizers raises a bare Exception for a file it cannot parse
+        raise ValueError(f"{file} is not a tokenizer file that tokenizers can read ({error})") from None

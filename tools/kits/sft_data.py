@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     import datasets
 
-CORPUS_DIR = Path(__file__).resolve().parent.parent / "shared" / "corpus"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 QA_FILE_NAME = "questions_and_answers.txt"
 DEFAULT_SEED = 3407
 
@@ -345,11 +345,16 @@ def parse_jsonl_rows(lines: Iterable[str], text_field: str, *, source: str = "<j
         if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
             raise ValueError(f"{source}:{line_number}: expected an object with a string field {text_field!r}")
         rows.append({"text": record[text_field]})
+    if not rows:
+        raise ValueError(f"{source}: no rows (the file is empty or holds only blank lines)")
     return rows
 
 
 def read_jsonl_rows(path: str | Path, text_field: str) -> list[dict[str, str]]:
     """Read a JSON Lines file into `{"text": ...}` rows, naming the file and line of any bad record."""
     path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        return parse_jsonl_rows(handle, text_field, source=str(path))
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return parse_jsonl_rows(handle, text_field, source=str(path))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte {error.start} of its line)") from None

@@ -5,7 +5,7 @@ Every datasets release this project supports (3.4.1 to 5.2.0) builds its map poo
 `multiprocess.pool.Pool`; a few non-map paths (`to_csv`, `to_json`, `to_sql`, `parallel_map`)
 use the standard library's `multiprocessing.pool.Pool`, so the spy wraps both classes.
 
-`python -m tools.pool_spy --num-proc 2` runs a small real map and prints the pools it built.
+`python -m tools.kits.pool_spy --num-proc 2` runs a small real map and prints the pools it built.
 """
 
 from __future__ import annotations
@@ -100,8 +100,16 @@ def main(argv: list[str]) -> int:
             outcome = "ok"
         except ValueError as error:
             outcome = f"ValueError: {error}"
-    print(json.dumps({"datasets": datasets.__version__, "num_proc": options.num_proc,
-                      "outcome": outcome, "pools": [asdict(call) for call in log]}))
+    print(
+        json.dumps(
+            {
+                "datasets": datasets.__version__,
+                "num_proc": options.num_proc,
+                "outcome": outcome,
+                "pools": [asdict(call) for call in log],
+            }
+        )
+    )
     return 0
 
 

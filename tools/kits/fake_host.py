@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 GIB = 1024**3
-POLICY_ENV_VARS = ("UNSLOTH_DATASET_NUM_PROC", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+POLICY_ENV_VARS = (
+    "UNSLOTH_DATASET_NUM_PROC",
+    "LOCAL_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "SLURM_NTASKS_PER_NODE",
+)
 _ALL_METHODS = {"win32": ["spawn"], "darwin": ["spawn", "fork", "forkserver"]}
 _LINUX_METHODS = ["fork", "spawn", "forkserver"]
 
@@ -168,7 +173,9 @@ def write_cgroup_tree(root: Path, spec: Optional[CgroupSpec]) -> Path:
     (memory_leaf / "memory.usage_in_bytes").write_text(f"{int(spec.memory_usage_gb * GIB)}\n")
     (memory_leaf / "memory.stat").write_text(f"cache 0\ntotal_inactive_file {int(spec.inactive_file_gb * GIB)}\n")
     (memory_leaf / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
-    (cpu_leaf / "cpu.cfs_quota_us").write_text(("-1" if spec.cpu_quota is None else str(int(spec.cpu_quota * 100000))) + "\n")
+    (cpu_leaf / "cpu.cfs_quota_us").write_text(
+        ("-1" if spec.cpu_quota is None else str(int(spec.cpu_quota * 100000))) + "\n"
+    )
     (cpu_leaf / "cpu.cfs_period_us").write_text("100000\n")
     proc.write_text("5:memory:/slurm/job_1\n4:cpu,cpuacct:/slurm/job_1\n0::/\n")
     return root
@@ -189,7 +196,9 @@ def apply_host(patch: Any, profile: HostProfile, tree: Path, policy_modules: Ite
         patch.setitem(
             sys.modules,
             "multiprocess",
-            fake_start_method_module("multiprocess", profile.platform, profile.start_method, profile.start_method_pinned),
+            fake_start_method_module(
+                "multiprocess", profile.platform, profile.start_method, profile.start_method_pinned
+            ),
         )
     stdlib = fake_start_method_module(
         "multiprocessing", profile.platform, profile.stdlib_start_method or profile.start_method or "spawn", False
