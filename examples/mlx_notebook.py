@@ -37,7 +37,7 @@ if options.model_name is None and options.model_dir is None:
     os.environ["HF_HOME"] = str(hf_home)
     os.environ["HF_HUB_OFFLINE"] = "1"
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tools.tiny_mlx_model import build_tiny_mlx_model
+    from tools.kits.tiny_mlx_model import build_tiny_mlx_model
 
     repository = hf_home / "hub" / "models--unsloth-tiny--tiny-llama"
     revision = "0" * 40
@@ -187,15 +187,19 @@ trainer_stats = trainer.train()
 used_memory = round(torch.cuda.max_memory_reserved() / 1024 / 1024 / 1024, 3)
 print(f"{trainer_stats.metrics['train_runtime']} seconds used for training; peak reserved memory = {used_memory} GB.")
 
-# %% Inference
-from mlx_lm import generate  # noqa: E402
+# %% Inference, as CUDA notebooks write it: model.generate with a streamer, then batch_decode
+from transformers import TextStreamer  # noqa: E402
 
 FastLanguageModel.for_inference(model)
 messages = [{"role": "user", "content": "What colour is the kettle?"}]
-prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-inputs = tokenizer([prompt], return_tensors="pt").to("cuda")
-answer = generate(model, tokenizer, prompt=inputs["input_ids"][0].tolist(), max_tokens=12, verbose=False)
-print(answer)
+inputs = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_tensors="pt").to(
+    "cuda"
+)
+outputs = model.generate(
+    input_ids=inputs, streamer=TextStreamer(tokenizer, skip_prompt=True), max_new_tokens=12, use_cache=True
+)
+prompt_length = (inputs["input_ids"] if hasattr(inputs, "keys") else inputs).shape[1]
+answer = tokenizer.batch_decode(outputs[:, prompt_length:], skip_special_tokens=True)[0]
 
 # %% Save the adapters and a GGUF of the merged model
 model.save_pretrained(str(output_dir / "lora_model"))

@@ -1,4 +1,5 @@
-"""Tokens per second: unsloth_zoo's MLXTrainer against mlx_lm's own LoRA trainer, same model, batch and length.
+"""Tokens per second: unsloth_zoo's MLXTrainer against mlx_lm's own LoRA trainer, same model, batch and length;
+and generation, `model.generate` against `mlx_lm.stream_generate` (tools/bench_mlx_generate.py).
 
 Both train a fresh copy of the same tiny random-weight llama on the same fixed-length token rows, with the
 same LoRA layers, batch size and optimizer, reporting after every step. The clock runs from the end of the
@@ -124,7 +125,7 @@ def measure(options: argparse.Namespace) -> dict:
 
 
 def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
-    from tools.tiny_mlx_model import TinyLlamaShape, build_tiny_mlx_model
+    from tools.kits.tiny_mlx_model import TinyLlamaShape, build_tiny_mlx_model
 
     shape = TinyLlamaShape(
         vocab_size=options.vocab,
@@ -135,6 +136,14 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
     )
     folder = build_tiny_mlx_model(workdir / "model", shape, tokenizer_cache_dir=workdir / "tokenizers")
     rows = token_rows(options.batch * (options.steps + options.warmup), options.seq_len, options.vocab, options.seed)
+    generation = None
+    if options.generate_tokens > 0:
+        from tools.bench_mlx_generate import measure_generation
+
+        prompt = token_rows(1, options.prompt_len, options.vocab, options.seed + 1)[0]
+        generation = measure_generation(folder, prompt, options.generate_tokens, options.repeats)
+    if options.steps <= 0:
+        return {"generation": generation}
     positions = options.batch * (options.seq_len - 1) * options.steps
     runners = {"mlx_lm": lambda out: time_mlx_lm(folder, rows, options, out)}
     for compile_steps in options.compile:
@@ -156,13 +165,24 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "seconds": seconds,
         "tokens_per_second": rates,
         "ratio_to_mlx_lm": {name: rate / rates["mlx_lm"] for name, rate in rates.items()},
+        "generation": generation,
     }
 
 
 def format_table(result: dict) -> str:
-    lines = ["| trainer | tokens/s (median) | vs mlx_lm |", "| --- | ---: | ---: |"]
-    for name, rate in result["tokens_per_second"].items():
-        lines.append(f"| {name} | {rate:,.0f} | {result['ratio_to_mlx_lm'][name]:.2f}x |")
+    lines = []
+    if "tokens_per_second" in result:
+        lines = ["| trainer | tokens/s (median) | vs mlx_lm |", "| --- | ---: | ---: |"]
+        for name, rate in result["tokens_per_second"].items():
+            lines.append(f"| {name} | {rate:,.0f} | {result['ratio_to_mlx_lm'][name]:.2f}x |")
+    if result.get("generation"):
+        from tools.bench_mlx_generate import format_generation_table
+
+        lines += (
+            ["", format_generation_table(result["generation"])]
+            if lines
+            else [format_generation_table(result["generation"])]
+        )
     return "\n".join(lines)
 
 
@@ -180,9 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--clip", default="global_norm", help="our grad_clip_mode (mlx_lm's trainer does not clip)")
     parser.add_argument("--compile", choices=("off", "on", "both"), default="both")
+    parser.add_argument("--steps-only", action="store_true", help="skip the generation comparison")
+    parser.add_argument("--prompt-len", type=int, default=64, help="prompt tokens for the generation comparison")
+    parser.add_argument("--generate-tokens", type=int, default=256, help="new tokens per generation run (0: skip)")
     parser.add_argument("--json", type=Path, help="also write the full result here")
     options = parser.parse_args(argv)
     options.compile = {"off": [False], "on": [True], "both": [False, True]}[options.compile]
+    if options.steps_only:
+        options.generate_tokens = 0
     result = measure(options)
     print(format_table(result))
     if options.json is not None:

@@ -163,7 +163,7 @@ def test_hugging_face_training_arguments_become_the_same_translation(tmp_path: P
         pytest.skip("with torch installed, transformers' TrainingArguments needs accelerate, which this session lacks")
     from transformers import TrainingArguments
 
-    from unsloth.mlx.trainer_config import public_config
+    from unsloth.mlx.arguments import trainer_arguments as public_config
 
     hf = TrainingArguments(
         output_dir=str(tmp_path), max_steps=3, learning_rate=1e-3, optim="adamw_torch_fused", lr_scheduler_type="cosine"

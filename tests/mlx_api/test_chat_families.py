@@ -190,7 +190,9 @@ def test_train_on_responses_only_keeps_exactly_the_assistant_tokens(family_token
         model, tokenizer, [{"text": text}], args=quiet_args(per_device_train_batch_size=1, max_seq_length=512)
     )
     train_on_responses_only(trainer)  # the markers come from the family the tokenizer was given
-    expected = _expected_mask(tokenizer, text, EXPECTED[name][2])
+    # Each answer is trained up to its end-of-turn token; the whitespace after it only separates turns.
+    answers = [answer.rstrip() for answer in EXPECTED[name][2]]
+    expected = _expected_mask(tokenizer, text, answers)
     assert trainer.train_rows.masks[0].tolist() == expected
     assert sum(expected) > 0 and not all(expected)
 

@@ -12,8 +12,11 @@ from .conftest import run_python
 
 EXPORTS = [
     "FastLanguageModel",
+    "FastModel",
     "UnslothTrainer",
     "UnslothTrainingArguments",
+    "MLXTrainer",
+    "MLXTrainingConfig",
     "get_chat_template",
     "train_on_responses_only",
     "is_bfloat16_supported",

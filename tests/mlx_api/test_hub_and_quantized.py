@@ -147,8 +147,29 @@ def test_merged_save_of_a_quantized_base_dequantizes_and_loads_back(
     # The merge is the quantized base's own values plus the LoRA delta, so both compute the same logits.
     np.testing.assert_allclose(_logits(merged, tokenizer), _logits(model, tokenizer), atol=1e-4)
     assert type(model.layers[0].self_attn.q_proj.linear).__name__ == "QuantizedLinear"  # the trained model is untouched
-    with pytest.raises(NotImplementedError, match="save_method='merged_4bit'"):
-        model.save_pretrained_merged(str(tmp_path / "four"), tokenizer, save_method="merged_4bit")
+
+
+def test_merged_4bit_writes_mlx_4bit_that_mlx_lm_loads(load_public, chat_rows, quiet_args, tmp_path, capsys) -> None:
+    import mlx.core as mx
+    import mlx.nn as mx_nn
+    from mlx_lm import load
+
+    model, tokenizer = _trained_qlora(load_public, chat_rows, quiet_args)
+    folder = model.save_pretrained_merged(str(tmp_path / "four"), tokenizer, save_method="merged_4bit")
+    note = capsys.readouterr().out
+    assert "MLX's 4-bit format" in note and "not bitsandbytes'" in note
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["quantization"]["bits"], config["quantization"]["group_size"]) == (4, 64)
+    saved = mx.load(str(folder / "model.safetensors"))
+    assert saved["model.layers.0.self_attn.q_proj.weight"].dtype == mx.uint32  # packed 4-bit, with scales and biases
+    assert "model.layers.0.self_attn.q_proj.scales" in saved
+    four_bit, _ = load(str(folder))
+    assert type(four_bit.layers[0].self_attn.q_proj).__name__ == "QuantizedLinear"
+    # It is the full-precision merge quantized as mlx_lm.convert -q does: same logits as quantizing that by hand.
+    model.save_pretrained_merged(str(tmp_path / "full"), tokenizer, save_method="merged_32bit")
+    by_hand, _ = load(str(tmp_path / "full"))
+    mx_nn.quantize(by_hand, group_size=64, bits=4)
+    np.testing.assert_allclose(_logits(four_bit, tokenizer), _logits(by_hand, tokenizer), atol=1e-5)
 
 
 def test_gguf_export_of_a_quantized_base_writes_the_dequantized_merge(

@@ -149,22 +149,23 @@ def test_return_function_gives_a_map_function_writing_labels(load_public) -> Non
     rows = Dataset.from_dict({"input_ids": [_token_ids(tokenizer, _two_exchanges())]})
     labelled = rows.map(function, batched=True)
     prompt = _token_ids(tokenizer, "<|user|>\nWhere is the kettle?<|eos|>\n<|assistant|>\n")
-    answer = _token_ids(tokenizer, "On the stove.<|eos|>\n")
+    answer = _token_ids(tokenizer, "On the stove.<|eos|>")
     labels = labelled["labels"][0]
     assert labels[: len(prompt)] == [-100] * len(prompt)
-    assert labels[len(prompt) : len(prompt) + len(answer)] == answer
+    # The answer is labelled through its end-of-turn token; the newline after it separates turns.
+    assert labels[len(prompt) : len(prompt) + len(answer) + 1] == [*answer, -100]
 
 
 def test_last_response_only_and_force_match(load_public, quiet_args) -> None:
     from unsloth.chat_templates import train_on_responses_only
-    from unsloth.mlx.response_spans import token_mask
+    from unsloth.mlx.responses_only import token_mask
 
     model, tokenizer = load_public()
     trainer = UnslothTrainer(model, tokenizer, [{"text": _two_exchanges()}], args=quiet_args(max_seq_length=128))
     train_on_responses_only(trainer, last_response_only=True)
     mask = trainer.train_rows.masks[0].tolist()
-    last_answer = _token_ids(tokenizer, "By the door.<|eos|>\n")
-    assert sum(mask) == len(last_answer) and mask[-len(last_answer) :] == [True] * len(last_answer)
+    last_answer = _token_ids(tokenizer, "By the door.<|eos|>")
+    assert sum(mask) == len(last_answer) and mask[-len(last_answer) - 1 :] == [True] * len(last_answer) + [False]
     # A token that straddles where an answer starts counts only when force_match is off.
     pieces, spans = ["ab", "cd", "ef"], [(3, 6)]
     assert token_mask(pieces, spans, force_match=True) == [False, False, True]
@@ -250,19 +251,14 @@ def test_max_seq_length_never_exceeds_the_length_the_model_was_loaded_for(load_p
     assert plain.args.max_seq_length == 100
 
 
-def test_vision_names_are_refused_by_name(load_public, chat_rows, quiet_args) -> None:
-    from unsloth import FastVisionModel, UnslothVisionDataCollator
-
-    with pytest.raises(NotImplementedError, match="FastVisionModel.from_pretrained is not available on MLX"):
-        FastVisionModel.from_pretrained("some/vision-model")
-    with pytest.raises(NotImplementedError, match="UnslothVisionDataCollator is not available on MLX"):
-        UnslothVisionDataCollator(None, None)
+def test_text_trainer_refuses_images_and_completion_only_loss(load_public, chat_rows, quiet_args) -> None:
     model, tokenizer = load_public()
     with_images = [{**row, "images": []} for row in chat_rows]
-    with pytest.raises(NotImplementedError, match="has an 'images' column"):
+    with pytest.raises(NotImplementedError, match="has an 'images' column.*UnslothVisionDataCollator"):
         UnslothTrainer(model, tokenizer, with_images, args=quiet_args())
-    with pytest.raises(NotImplementedError, match="completion_only_loss=True"):
-        quiet_args(completion_only_loss=True)
+    with pytest.raises(NotImplementedError, match="completion_only_loss=True trains only the answers of a vision"):
+        UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(completion_only_loss=True))
+    assert UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(completion_only_loss=False)).train_rows
 
 
 # --- eval_steps -----------------------------------------------------------------------------------------------

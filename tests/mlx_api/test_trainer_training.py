@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from unsloth import UnslothTrainer
-from unsloth.mlx import batch_order
+from unsloth.mlx import train_data as batch_order
 from unsloth_zoo.mlx import MLXTrainer
 
 from .conftest import chat_text
@@ -91,13 +91,19 @@ def test_response_masks_cover_exactly_the_answers(load_public, quiet_args) -> No
     trainer = UnslothTrainer(model, tokenizer, [{"text": text}], args=quiet_args(per_device_train_batch_size=1))
     train_on_responses_only(trainer, instruction_part="<|user|>\n", response_part="<|assistant|>\n")
     prompt_one = _token_ids(tokenizer, "<|user|>\nWhere is the kettle?<|eos|>\n<|assistant|>\n")
-    answer_one = _token_ids(tokenizer, "On the stove.<|eos|>\n")
-    prompt_two = _token_ids(tokenizer, "<|user|>\nAnd the bread?<|eos|>\n<|assistant|>\n")
-    answer_two = _token_ids(tokenizer, "By the door.<|eos|>\n")
+    answer_one = _token_ids(tokenizer, "On the stove.<|eos|>")
+    prompt_two = _token_ids(tokenizer, "\n<|user|>\nAnd the bread?<|eos|>\n<|assistant|>\n")
+    answer_two = _token_ids(tokenizer, "By the door.<|eos|>")
+    newline = _token_ids(tokenizer, "\n")
+    # The newline after each end-of-turn token separates turns; it is not trained.
     expected = (
-        [False] * len(prompt_one) + [True] * len(answer_one) + [False] * len(prompt_two) + [True] * len(answer_two)
+        [False] * len(prompt_one)
+        + [True] * len(answer_one)
+        + [False] * len(prompt_two)
+        + [True] * len(answer_two)
+        + [False] * len(newline)
     )
-    assert trainer.train_rows.source_rows[0].tolist() == prompt_one + answer_one + prompt_two + answer_two
+    assert trainer.train_rows.source_rows[0].tolist() == prompt_one + answer_one + prompt_two + answer_two + newline
     assert trainer.train_rows.masks[0].tolist() == expected
 
 

@@ -25,10 +25,18 @@ def test_bench_compares_both_trainers_and_writes_json(tmp_path, capsys):
         "off",
         "--json",
         str(out),
+        "--prompt-len",
+        "4",
+        "--generate-tokens",
+        "8",
     ]
     assert bench_mlx.main(arguments) == 0
 
-    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    lines = capsys.readouterr().out.splitlines()
+    table = [line for line in lines[: lines.index("")] if line.startswith("|")]
+    generation = [line for line in lines[lines.index("") :] if line.startswith("|")]
+    assert generation[0] == "| generation | tokens/s (median) | tokens/s (best) | vs mlx_lm |"
+    assert [row.split("|")[1].strip() for row in generation[2:]] == ["mlx_lm.stream_generate", "unsloth model.generate"]
     assert table[0] == "| trainer | tokens/s (median) | vs mlx_lm |"
     assert [row.split("|")[1].strip() for row in table[2:]] == ["mlx_lm", "unsloth_zoo (mx.compile off)"]
     result = json.loads(out.read_text())
@@ -37,3 +45,6 @@ def test_bench_compares_both_trainers_and_writes_json(tmp_path, capsys):
     for name, seconds in result["seconds"].items():
         assert len(seconds) == 1 and seconds[0] > 0
         assert result["tokens_per_second"][name] * seconds[0] == pytest.approx(96)
+    # 8 new tokens a run, each run timed whole.
+    for name, seconds in result["generation"]["seconds"].items():
+        assert len(seconds) == 1 and result["generation"]["tokens_per_second"][name] * seconds[0] == pytest.approx(8)

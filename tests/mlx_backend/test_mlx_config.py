@@ -198,7 +198,7 @@ def test_coerce_copies_our_config_and_reads_training_arguments():
 
 
 def test_the_config_records_whether_dataset_num_proc_was_auto(monkeypatch):
-    from unsloth_zoo.num_proc_intent import map_request
+    from unsloth_zoo.dataset_num_proc import map_request
 
     monkeypatch.delenv("UNSLOTH_DATASET_NUM_PROC", raising=False)
     auto = MLXTrainingConfig()

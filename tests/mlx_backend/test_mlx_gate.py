@@ -108,7 +108,7 @@ BLOCKED_TORCH_SCRIPT = textwrap.dedent(
     from unsloth_zoo.mlx import callbacks, checkpoint, config, data, loading, lora, optim, trainer
     from transformers.trainer_callback import EarlyStoppingCallback, PrinterCallback, ProgressCallback, TrainerCallback
 
-    from tools.tiny_mlx_model import build_tiny_mlx_model
+    from tools.kits.tiny_mlx_model import build_tiny_mlx_model
     folder = build_tiny_mlx_model(sys.argv[2] + "/model", tokenizer_cache_dir=sys.argv[2] + "/tokenizers")
     model, tokenizer = load_model(folder)
     apply_lora(model, rank=4)

@@ -171,7 +171,7 @@ def test_masked_loss_ignores_padding(tiny_model_dir):
 def test_a_small_eval_split_of_an_auto_config_is_tokenized_in_process(load_tiny, config, monkeypatch):
     import datasets
 
-    from tools.pool_spy import spy_pools
+    from tools.kits.pool_spy import spy_pools
     from unsloth_zoo.mlx.trainer import MLXTrainer
 
     monkeypatch.delenv("UNSLOTH_DATASET_NUM_PROC", raising=False)

@@ -39,8 +39,11 @@ if not _ON_MLX:
 
 _MLX_EXPORTS = {
     "FastLanguageModel": "unsloth.mlx",
+    "FastModel": "unsloth.mlx",
     "UnslothTrainer": "unsloth.mlx",
     "UnslothTrainingArguments": "unsloth.mlx",
+    "MLXTrainer": "unsloth_zoo.mlx",
+    "MLXTrainingConfig": "unsloth_zoo.mlx",
     "is_bfloat16_supported": "unsloth.mlx",
     "memory_stats": "unsloth.mlx",
     "mem_get_info": "unsloth.mlx",
@@ -66,7 +69,7 @@ def __getattr__(name):
         globals()[name] = value
         return value
     if name in _MLX_EXPORTS:
-        from .mlx.gate_message import missing_name_error
+        from .mlx.activation import missing_name_error
 
         raise missing_name_error(name, _MLX_GATE_REASON)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,8 @@ def test_batches_follow_torch_randperm_seeded_with_seed_plus_epoch(load_public, 
     model, tokenizer = load_public(lora=True)
     args = quiet_args(max_steps=None, num_train_epochs=2, seed=1234)
     trainer = RecordingTrainer(model, args, None, chat_rows, None, tokenizer)
-    assert trainer.cuda_batch_order is True and trainer.args.dataset_order == "sequential"
+    # The arguments report the order the rows are read in: the default one, CUDA Unsloth's.
+    assert trainer.cuda_batch_order is True and trainer.args.dataset_order == "default"
     trainer.train()
     rows = [row.tolist() for row in trainer.train_rows.source_rows]
     expected = []
@@ -45,3 +46,22 @@ def test_batches_follow_torch_randperm_seeded_with_seed_plus_epoch(load_public, 
         expected += [[rows[index] for index in order[start : start + 2]] for start in range(0, len(rows), 2)]
     assert trainer.seen_batches == expected
     assert expected[:4] != [[rows[i] for i in range(start, start + 2)] for start in range(0, 8, 2)]  # really shuffled
+
+
+def test_real_training_arguments_are_accepted_as_args(load_public, chat_rows, tmp_path) -> None:
+    from transformers import TrainingArguments
+
+    model, tokenizer = load_public()
+    # As older notebooks pass them: transformers' own class, its __post_init__ filling accelerator_config and more.
+    hf = TrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=2,
+        max_steps=2,
+        learning_rate=1e-3,
+        optim="adamw_8bit",
+        save_strategy="no",
+        report_to="none",
+    )
+    trainer = UnslothTrainer(model, hf, None, chat_rows, None, tokenizer)
+    assert (trainer.args.max_steps, trainer.args.optim, trainer.args.learning_rate) == (2, "adamw", 1e-3)
+    assert trainer.train().global_step == 2

@@ -109,8 +109,10 @@ def test_losses_grad_norms_rates_and_eval_loss_match_the_trainer(tiny_model_dir,
 
     expected_steps = [entry for entry in expected if "loss" in entry]
     actual_steps = [entry for entry in actual if "loss" in entry]
-    assert [entry["step"] for entry in actual_steps] == [entry["step"] for entry in expected_steps] == list(
-        range(1, STEPS + 1)
+    assert (
+        [entry["step"] for entry in actual_steps]
+        == [entry["step"] for entry in expected_steps]
+        == list(range(1, STEPS + 1))
     )
     assert all(set(entry) == TRAINING_KEYS for entry in expected_steps)
     assert all(set(entry) == TRAINING_KEYS for entry in actual_steps)

@@ -15,6 +15,7 @@ _PUBLIC = {
     "UnslothTrainingArguments": "arguments",
     "UnslothTrainer": "trainer",
     "FastLanguageModel": "models",
+    "FastModel": "fast_model",
     "get_chat_template": "chat_templates",
     "train_on_responses_only": "responses_only",
     "is_bfloat16_supported": "memory",

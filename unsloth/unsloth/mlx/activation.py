@@ -3,15 +3,20 @@
 """Switch `unsloth` onto the MLX backend when the zoo's gate says so, without importing torch, trl or transformers.
 
 Only import hooks are registered here: `torch` gets its CUDA shims, `transformers`' `BatchEncoding` its `.to("cuda")`
-no-op, and `trl` its SFT patch (or a stand-in when absent), each when the program itself first imports it.
+no-op, and `trl` its SFT patch (or a stand-in when absent), each when the program itself first imports it. A name
+only the MLX path provides, asked for while that path is off, gets an error saying why it is off: an ImportError for
+`from unsloth import FastLanguageModel`, an AttributeError for any other lookup (`hasattr`, `getattr(..., None)`).
 """
 
 from __future__ import annotations
 
+import dis
 import importlib
+import sys
 from types import ModuleType
+from typing import Optional
 
-from .import_hooks import import_hooks
+from ..import_hooks import import_hooks
 
 TOKENIZATION_MODULE = "transformers.tokenization_utils_base"
 
@@ -42,6 +47,10 @@ def _patch_batch_encoding(module: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.torch_shims").apply_batch_encoding_shim(module)
 
 
+def _patch_batch_feature(module: ModuleType) -> None:
+    importlib.import_module("unsloth.mlx.torch_shims").apply_batch_feature_shim(module)
+
+
 def _patch_trl(trl: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.trl_shim").patch_trl(trl)
 
@@ -56,6 +65,7 @@ def install_shims() -> None:
     hooks.stand_in("trl", _fill_trl_stand_in)
     hooks.after_import("trl", _patch_trl)
     hooks.after_import(TOKENIZATION_MODULE, _patch_batch_encoding)
+    hooks.after_import("transformers.feature_extraction_utils", _patch_batch_feature)
     hooks.after_import("torch", _patch_torch)
 
 
@@ -65,3 +75,31 @@ def activate() -> bool:
         return False
     install_shims()
     return True
+
+
+SWITCH = "UNSLOTH_MLX"
+
+
+def message(name: str, reason: str) -> str:
+    return (
+        f"cannot import name {name!r} from 'unsloth': it comes from the MLX path, which is off here ({reason}). "
+        f"Set {SWITCH}=1 (with mlx and unsloth_zoo installed) to switch it on, or use the CUDA build of unsloth"
+    )
+
+
+def _caller_is_from_import(depth: int = 3) -> bool:
+    """True when the frame asking for the attribute is executing a `from unsloth import ...` statement."""
+    try:
+        frame: Optional[object] = sys._getframe(depth)
+        code = frame.f_code.co_code  # type: ignore[union-attr]
+        return dis.opname[code[frame.f_lasti]] == "IMPORT_FROM"  # type: ignore[union-attr]
+    except (ValueError, IndexError, AttributeError):
+        return False
+
+
+def missing_name_error(name: str, reason: str) -> Exception:
+    kind = ImportError if _caller_is_from_import() else AttributeError
+    error = kind(message(name, reason))
+    if isinstance(error, ImportError):
+        error.name = "unsloth"
+    return error

@@ -42,6 +42,24 @@ def _mapping_prologue(mapping: Dict[str, str]) -> str:
     )
 
 
+# A content given as a list of parts becomes its text parts joined; other keys of the message are kept.
+_PARTS_PROLOGUE = (
+    "{%- set flat = namespace(items=[]) -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['content'] is defined and message['content'] is not string and message['content'] is iterable"
+    " and message['content'] is not mapping -%}"
+    "{%- set text = namespace(value='') -%}"
+    "{%- for part in message['content'] -%}"
+    "{%- if part is mapping and part['type'] == 'text' -%}{%- set text.value = text.value + part['text'] -%}"
+    "{%- elif part is string -%}{%- set text.value = text.value + part -%}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- set flat.items = flat.items + [dict(message, content=text.value)] -%}"
+    "{%- else -%}{%- set flat.items = flat.items + [message] -%}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- set messages = flat.items -%}"
+)
+
+
 def _system_prologue(system_message: str) -> str:
     """Jinja that puts `system_message` first unless the conversation brings its own system turn."""
     turn = "{'role': 'system', 'content': " + json.dumps(system_message) + "}"
@@ -91,6 +109,7 @@ def get_chat_template(
     template, stop_marker, name = _template_and_stop(chat_template)
     full_mapping = {**DEFAULT_MAPPING, **(mapping or {})}
     prologue = "" if full_mapping == DEFAULT_MAPPING else _mapping_prologue(full_mapping)
+    prologue += _PARTS_PROLOGUE
     if system_message is not None:
         prologue += _system_prologue(system_message)
     tokenizer.chat_template = prologue + template

@@ -92,7 +92,10 @@ def mem_get_info(device: Optional[Any] = None) -> Tuple[int, int]:
 
 
 def empty_cache() -> None:
-    mx.clear_cache()
+    """Return MLX's cached buffers; releases before `mx.clear_cache` (0.25) keep it at `mx.metal.clear_cache`."""
+    clear = getattr(mx, "clear_cache", None) or getattr(getattr(mx, "metal", None), "clear_cache", None)
+    if clear is not None:
+        clear()
 
 
 def synchronize(device: Optional[Any] = None) -> None:
@@ -156,10 +159,28 @@ def set_device(device: Any) -> None:
 _GIB = 1024**3
 
 
-def get_gpu_memory_stats() -> Dict[str, Any]:
-    """The figures notebooks print before and after training, in GB rounded to 3 places, with the device name."""
+class GpuMemoryStats(tuple):
+    """`(device properties, peak reserved GB, total GB)`, as notebooks unpack it (`gpu_stats.name`); the figures
+    are also readable by name (`stats["total_memory_gb"]`)."""
+
+    figures: Dict[str, Any]
+
+    def __new__(cls, properties: DeviceProperties, figures: Dict[str, Any]) -> "GpuMemoryStats":
+        stats = super().__new__(cls, (properties, figures["max_reserved_gb"], figures["total_memory_gb"]))
+        stats.figures = figures
+        return stats
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        return self.figures[key] if isinstance(key, str) else super().__getitem__(key)
+
+    def keys(self) -> Any:
+        return self.figures.keys()
+
+
+def get_gpu_memory_stats() -> GpuMemoryStats:
+    """The figures notebooks print before and after training, in GB rounded to 3 places, with the device."""
     free, total = mem_get_info()
-    return {
+    figures = {
         "device": device_name(),
         "total_memory_gb": round(total / _GIB, 3),
         "allocated_gb": round(memory_allocated() / _GIB, 3),
@@ -168,6 +189,7 @@ def get_gpu_memory_stats() -> Dict[str, Any]:
         "max_reserved_gb": round(max_memory_reserved() / _GIB, 3),
         "free_gb": round(free / _GIB, 3),
     }
+    return GpuMemoryStats(get_device_properties(), figures)
 
 
 def clear_gpu_memory() -> None:
@@ -176,4 +198,4 @@ def clear_gpu_memory() -> None:
 
     gc.collect()
     mx.synchronize()
-    mx.clear_cache()
+    empty_cache()

@@ -25,12 +25,11 @@ from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
 from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, apply_lora, lora_settings
 
+from .arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, carries_value, model_context_limit, normalised_name
 from .gguf import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
-from .keywords import carries_value
 from .merged import save_pretrained_merged
-from .names import normalised_name
+from .model_methods import attach_methods, rebind_tokenizer
 from .quantize import model_quantization, quantize_model, requested_bits
-from .trainer_config import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, model_context_limit
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +38,7 @@ DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 _OFF = (None, False)
 
 BASE_MODEL_ATTRIBUTE = "unsloth_base_model"
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "tokenizer.model")
 LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit")
 
 LOAD_INERT = {
@@ -176,6 +176,38 @@ def _with_adapter(model: Any, folder: Path, adapter: Dict[str, Any]) -> Any:
     return model
 
 
+def _saved_tokenizer(folder: Path) -> Any:
+    """The tokenizer saved beside an adapter (its chat template included), or None when none was saved there."""
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return None
+    from mlx_lm.tokenizer_utils import load as load_tokenizer
+
+    # Loaded as mlx_lm loads a model's tokenizer, then unwrapped like the one from_pretrained returns.
+    wrapper = load_tokenizer(folder)
+    return getattr(wrapper, "_tokenizer", wrapper)
+
+
+def load_bits(load_in_4bit: Any, load_in_8bit: Any, full_finetuning: Any) -> Optional[int]:
+    """The bits a load asks for; NotImplementedError when it also asks to train every (quantized) weight."""
+    bits = requested_bits(load_in_4bit, load_in_8bit)
+    if bits is not None and full_finetuning:
+        raise NotImplementedError(
+            f"full_finetuning=True with load_in_{bits}bit=True: quantized weights cannot be trained on MLX; "
+            "load the model unquantized for a full fine-tune, or train LoRA adapters on the quantized base"
+        )
+    return bits
+
+
+def adapter_base(folder: Any, adapter: Dict[str, Any], bits: Optional[int]) -> Tuple[str, Optional[int]]:
+    """The base a saved adapter names, and the bits to load it in (the adapter's own unless the call asks)."""
+    base = adapter.get("base_model_name_or_path")
+    if not base:
+        raise ValueError(f"{folder} holds an adapter without base_model_name_or_path; load its base instead")
+    if bits is None and adapter.get("quantization"):
+        bits = int(adapter["quantization"]["bits"])
+    return str(base), bits
+
+
 class FastLanguageModel:
     @staticmethod
     def from_pretrained(
@@ -192,25 +224,19 @@ class FastLanguageModel:
         switch here, since a model that never gets LoRA trains every weight, but a quantized base cannot be.
         """
         _check_keywords("FastLanguageModel.from_pretrained", kwargs, LOAD_INERT, LOAD_DEFAULT_ONLY, LOAD_USED)
-        bits = requested_bits(load_in_4bit, kwargs.get("load_in_8bit"))
-        if bits is not None and full_finetuning:
-            raise NotImplementedError(
-                f"full_finetuning=True with load_in_{bits}bit=True: quantized weights cannot be trained on MLX; "
-                "load the model unquantized for a full fine-tune, or train LoRA adapters on the quantized base"
-            )
+        bits = load_bits(load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning)
         token, revision = kwargs.get("token"), kwargs.get("revision")
         folder = resolve_model_folder(model_name, token=token, revision=revision)
         adapter = _adapter_config(folder)
         if adapter is not None:
-            base = adapter.get("base_model_name_or_path")
-            if not base:
-                raise ValueError(f"{folder} holds an adapter without base_model_name_or_path; load its base instead")
-            if bits is None and adapter.get("quantization"):
-                bits = int(adapter["quantization"]["bits"])
+            base, bits = adapter_base(folder, adapter, bits)
             model, tokenizer = FastLanguageModel.from_pretrained(
                 base, max_seq_length, dtype, load_in_4bit=bits == 4, load_in_8bit=bits == 8, token=token
             )
-            return _with_adapter(model, folder, adapter), tokenizer
+            saved = _saved_tokenizer(folder)
+            if saved is not None:
+                rebind_tokenizer(model, saved)
+            return _with_adapter(model, folder, adapter), saved if saved is not None else tokenizer
         model, wrapper = load_model(folder)
         chosen = _dtype(dtype)
         if chosen is not None:
@@ -224,6 +250,7 @@ class FastLanguageModel:
         model.save_pretrained_merged = MethodType(save_pretrained_merged, model)
         # mlx_lm wraps the tokenizer for streaming decode; notebooks call the Hugging Face tokenizer inside directly.
         tokenizer = getattr(wrapper, "_tokenizer", wrapper)
+        attach_methods(model, tokenizer, str(folder))
         return model, tokenizer
 
     @staticmethod

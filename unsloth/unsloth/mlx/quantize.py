@@ -64,7 +64,7 @@ def model_quantization(model: Any) -> Optional[Quantization]:
     return getattr(model, QUANTIZATION_ATTRIBUTE, None)
 
 
-def _dense(module: Any) -> Any:
+def dense_layer(module: Any) -> Any:
     """The float layer a quantized linear or embedding computes with."""
     weight = mx.dequantize(module.weight, module.scales, module.biases, module.group_size, module.bits)
     if isinstance(module, nn.QuantizedEmbedding):
@@ -94,7 +94,7 @@ def dequantized_copy(model: Any) -> Any:
         return model
     duplicate = copy.deepcopy(model)
     replacements = [
-        (path, _dense(module))
+        (path, dense_layer(module))
         for path, module in duplicate.named_modules()
         if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding))
     ]

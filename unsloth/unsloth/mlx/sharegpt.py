@@ -4,14 +4,14 @@
 
 `standardize_sharegpt` turns `{"from": "human", "value": ...}` turns into `{"role": "user", "content": ...}`;
 `standardize_data_formats` also accepts a `messages` column or instruction/input/output columns; `to_sharegpt`
-merges any columns into one ShareGPT conversation per row. Each runs one `map()`, sized by the worker policy.
+merges any columns into one ShareGPT conversation per row. Each runs one `map()` through `unsloth_num_proc.sized_map`.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 import unsloth_num_proc
 
@@ -23,13 +23,6 @@ _ROLE_KEYS = ("role", "from")
 _CONTENT_KEYS = ("content", "value")
 _OPTIONAL_BLOCK = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-
-
-def _num_proc(dataset: Any, num_proc: Any) -> Optional[int]:
-    policy = unsloth_num_proc.load_policy()
-    if policy is None:
-        return None
-    return policy.get_dataset_num_proc(num_proc, rows=len(dataset))
 
 
 def _conversation_column(dataset: Any) -> str:
@@ -83,7 +76,7 @@ def standardize_sharegpt(
     column = _conversation_column(dataset)
     convert = _StandardizeTurns(column, _role_table(aliases_for_system, aliases_for_user, aliases_for_assistant))
     removed = [column] if column != "conversations" else []
-    return dataset.map(convert, batched=True, num_proc=_num_proc(dataset, num_proc), remove_columns=removed)
+    return unsloth_num_proc.sized_map(dataset, convert, num_proc, batched=True, remove_columns=removed)
 
 
 class _InstructionColumns:
@@ -110,10 +103,11 @@ def standardize_data_formats(
     if columns & set(CONVERSATION_COLUMNS):
         return standardize_sharegpt(dataset, aliases_for_system, aliases_for_user, aliases_for_assistant, num_proc)
     if {"instruction", "output"} <= columns:
-        return dataset.map(
+        return unsloth_num_proc.sized_map(
+            dataset,
             _InstructionColumns(),
+            num_proc,
             batched=True,
-            num_proc=_num_proc(dataset, num_proc),
             remove_columns=[name for name in ("instruction", "input", "output") if name in columns],
         )
     raise ValueError(
@@ -182,11 +176,8 @@ def to_sharegpt(
     if int(conversation_extension) < 1 or int(conversation_extension) > len(dataset):
         raise ValueError(f"conversation_extension must be between 1 and the row count, got {conversation_extension}")
     removed = list(dataset.column_names) if remove_unused_columns else []
-    converted = dataset.map(
-        _ToShareGPT(merged_prompt, output_column_name),
-        batched=True,
-        num_proc=_num_proc(dataset, num_proc),
-        remove_columns=removed,
+    converted = unsloth_num_proc.sized_map(
+        dataset, _ToShareGPT(merged_prompt, output_column_name), num_proc, batched=True, remove_columns=removed
     )
     if merged_column_name and not remove_unused_columns and merged_column_name not in dataset.column_names:
         merged = [turns[0]["value"] for turns in converted["conversations"]]

@@ -104,3 +104,10 @@ def apply_batch_encoding_shim(tokenization_utils_base: ModuleType) -> None:
     batch_encoding = tokenization_utils_base.BatchEncoding
     if not _is_shim(batch_encoding.to):
         batch_encoding.to = _batch_encoding_to(batch_encoding.to)
+
+
+def apply_batch_feature_shim(feature_extraction_utils: ModuleType) -> None:
+    """`processor(image, text).to("cuda")` returns the batch itself, as for a tokenizer's encoding."""
+    batch_feature = feature_extraction_utils.BatchFeature
+    if not _is_shim(batch_feature.to):
+        batch_feature.to = _batch_encoding_to(batch_feature.to)

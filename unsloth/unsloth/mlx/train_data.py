@@ -1,20 +1,60 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Datasets as notebooks hand them to the trainer, made into what the MLX backend reads.
+"""The training rows as the MLX trainer holds them: read from what notebooks pass, ordered, masked and shown back.
 
 A streamed `IterableDataset` is read for as many rows as `max_steps` needs (again from the start when it runs
 out, as Hugging Face's trainer does); with `skip_prepare_dataset` the `input_ids` are used as they are and a
-`labels` column masked with -100 becomes the loss mask; image rows are refused by name.
+`labels` column masked with -100 becomes the loss mask; image rows without the vision collator and collators that
+do more than pad are refused by name. Each epoch the rows are shown to the backend in CUDA Unsloth's order when
+torch can draw it, and `trainer.train_dataset` shows TRL's prepared columns (`input_ids`, `attention_mask`, and
+`labels` once masked).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
-from typing import Any, List, NamedTuple, Optional
+import logging
+import uuid
+from typing import Any, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from unsloth_zoo.mlx.data import TokenizedRows
+
+logger = logging.getLogger(__name__)
+_noted_fallback = False
+
+PADDING_COLLATORS = frozenset(
+    {"DataCollatorForSeq2Seq", "DataCollatorWithPadding", "DefaultDataCollator", "DataCollatorForLanguageModeling"}
+)
+_COLLATOR_PACKAGES = frozenset({"transformers", "trl"})
+
+
+def describe(collator: Any) -> str:
+    """The collator's class, or the function itself when a plain function is passed as the collator."""
+    named = collator if callable(collator) and hasattr(collator, "__qualname__") else type(collator)
+    return f"{named.__module__}.{named.__qualname__}"
+
+
+def only_pads(collator: Any) -> bool:
+    """True for the library's own padding collators; a subclass or a masking/flattening variant may do more."""
+    kind = type(collator)
+    if kind.__name__ not in PADDING_COLLATORS or kind.__module__.split(".")[0] not in _COLLATOR_PACKAGES:
+        return False
+    # transformers' language-modeling collator masks tokens unless mlm=False; TRL's may drop padding altogether.
+    return not getattr(collator, "mlm", False) and not getattr(collator, "padding_free", False)
+
+
+def check_collator(collator: Any) -> None:
+    if collator is not None and not only_pads(collator):
+        raise NotImplementedError(
+            f"UnslothTrainer on MLX cannot use data_collator={describe(collator)}: the trainer pads batches "
+            "itself and accepts only the padding collators (DataCollatorForSeq2Seq, DataCollatorWithPadding, "
+            "DefaultDataCollator, and DataCollatorForLanguageModeling with mlm=False); "
+            "for response-only loss call train_on_responses_only(trainer) instead"
+        )
+
 
 IGNORE_INDEX = -100
 IMAGE_COLUMNS = ("images", "image")
@@ -46,9 +86,9 @@ def refuse_images(*datasets: Any) -> None:
         found = [name for name in IMAGE_COLUMNS if name in _columns(dataset)]
         if found:
             raise NotImplementedError(
-                f"UnslothTrainer on MLX trains on text only, and this dataset has an {found[0]!r} column: vision "
-                "fine-tuning (FastVisionModel, UnslothVisionDataCollator, completion_only_loss on images) runs on "
-                "CUDA Unsloth only; drop the images or train the language model on text rows"
+                f"this dataset has an {found[0]!r} column, and the trainer was given no UnslothVisionDataCollator: "
+                "for vision fine-tuning load the model with FastVisionModel and pass "
+                "data_collator=UnslothVisionDataCollator(model, processor); for text, drop the images"
             )
 
 
@@ -95,3 +135,96 @@ def prepared_rows(dataset: Any, config: Any, skip_prepare_dataset: bool) -> Prep
     if skip_prepare_dataset:
         return _tokenized(rows, int(config.max_seq_length))._replace(streamed=streamed)
     return PreparedRows(rows, streamed, None)
+
+
+# ---- the rows the backend batches ----
+
+
+class TrainRows(TokenizedRows):
+    def __init__(self, source: TokenizedRows) -> None:
+        self.source_rows = list(source.rows)
+        self.source_lengths = np.asarray(source.lengths)
+        self.masks: Optional[List[np.ndarray]] = None
+        self._read: List[int] = []
+        self.present(np.arange(len(self.source_rows)))
+
+    def present(self, order: "Sequence[int] | np.ndarray") -> None:
+        """Show source row `order[i]` at position `i` (the backend's `rows` and `lengths` follow)."""
+        self.order = np.asarray(order, dtype=np.int64)
+        self.rows = [self.source_rows[index] for index in self.order]
+        self.lengths = self.source_lengths[self.order]
+        self._read = []
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        if self.masks is not None:
+            self._read.append(int(self.order[index]))
+        return self.rows[index]
+
+    def set_masks(self, masks: Sequence[np.ndarray]) -> None:
+        """One boolean array per source row: True where that token counts as a training target."""
+        if len(masks) != len(self.source_rows):
+            raise ValueError(f"got {len(masks)} masks for {len(self.source_rows)} rows")
+        self.masks = [np.asarray(mask, dtype=bool) for mask in masks]
+        self._read = []
+
+    def take_read_masks(self, width: int) -> np.ndarray:
+        """The masks of the rows read since the last call, padded with False to `width`, as float32 (batch, width)."""
+        read, self._read = self._read, []
+        batch = np.zeros((len(read), width), dtype=np.float32)
+        masks = self.masks or []  # rows are recorded as read only while masks are set
+        for slot, index in enumerate(read):
+            mask = masks[index][:width]
+            batch[slot, : len(mask)] = mask
+        return batch
+
+
+def prepared_dataset(rows: Sequence[Any], masks: Optional[Sequence[np.ndarray]] = None) -> Any:
+    """TRL's prepared columns for tokenized rows: `input_ids`, `attention_mask`, and with masks `labels`, which are
+    -100 at every position the loss ignores (the first token is never a target, as in Hugging Face's shift).
+
+    Built as Arrow list columns straight from the token arrays, so no Python list per token is made.
+    """
+    import datasets
+    import pyarrow as pa
+    from datasets.table import InMemoryTable
+
+    arrays = [np.asarray(row, dtype=np.int64) for row in rows]
+    offsets = pa.array(np.concatenate([[0], np.cumsum([len(row) for row in arrays])]).astype(np.int32))
+    tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+    columns = {
+        "input_ids": pa.ListArray.from_arrays(offsets, pa.array(tokens)),
+        "attention_mask": pa.ListArray.from_arrays(offsets, pa.array(np.ones(len(tokens), dtype=np.int64))),
+    }
+    if masks is not None:
+        kept = np.concatenate([np.asarray(mask[: len(row)], dtype=bool) for row, mask in zip(arrays, masks)])
+        kept[offsets.to_numpy()[:-1][[len(row) > 0 for row in arrays]]] = False
+        columns["labels"] = pa.ListArray.from_arrays(offsets, pa.array(np.where(kept, tokens, IGNORE_INDEX)))
+    # A fresh fingerprint, as datasets gives an unhashable transform's output; hashing every token would be slow.
+    return datasets.Dataset(InMemoryTable(pa.table(columns)), fingerprint=uuid.uuid4().hex)
+
+
+# ---- CUDA Unsloth's order ----
+
+
+def torch_installed() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def cuda_epoch_order(rows: int, seed: int, epoch: int) -> List[int]:
+    """Row indices in the order CUDA Unsloth's trainer reads them in epoch `epoch` (imports torch)."""
+    import torch
+
+    generator = torch.Generator()
+    generator.manual_seed(int(seed) + int(epoch))
+    return torch.randperm(rows, generator=generator).tolist()
+
+
+def note_fallback_order() -> None:
+    """Say once per process that without torch the shuffled order is seeded but not CUDA Unsloth's."""
+    global _noted_fallback
+    if not _noted_fallback:
+        _noted_fallback = True
+        logger.warning(
+            "torch is not installed, so the training rows are shuffled by a seeded numpy order; it is reproducible "
+            "but differs from the order CUDA Unsloth would use (install torch to reproduce that order)"
+        )

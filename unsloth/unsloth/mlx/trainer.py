@@ -2,52 +2,91 @@
 # Copyright 2026 the unsloth authors.
 """`UnslothTrainer`: the MLX trainer behind the calls CUDA notebooks make to TRL's `SFTTrainer`.
 
-It reads either argument order, refuses at construction what MLX cannot run, settles the context length, and
-trains with CUDA Unsloth's public defaults: no appended EOS, global clipping at 1.0 and CUDA Unsloth's batch order.
-Already tokenized datasets (`skip_prepare_dataset`), streamed ones and `embedding_learning_rate` are handled in
-`train_data` and here.
+It reads either argument order, refuses at construction what MLX cannot run, and trains with CUDA Unsloth's
+public defaults: no appended EOS, global clipping at 1.0 and CUDA Unsloth's batch order. It prints progress as
+the Hugging Face `Trainer` does, with transformers' own progress or printer callback.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import Any, Dict, List
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 
-from unsloth_zoo.mlx.trainer import MLXTrainer, TrainingPlan
+from unsloth_zoo.mlx.data import epoch_batches
+from unsloth_zoo.mlx.trainer import MLXTrainer
 
-from .batch_order import cuda_epoch_order, note_fallback_order, torch_installed
-from .collators import check_collator
+from .arguments import read_trainer_call
 from .embedding_rate import with_embedding_learning_rate
+from .quantized_training import refuse_quantized_base_without_lora
 from .responses_only import response_masked_cross_entropy
-from .train_data import prepared_rows, refuse_images
-from .train_rows import TrainRows
-from .trainer_call import read_trainer_call
-from .trainer_config import public_config, resolve_max_seq_length
+from .train_data import (
+    PreparedRows,
+    TrainRows,
+    check_collator,
+    cuda_epoch_order,
+    note_fallback_order,
+    prepared_dataset,
+    prepared_rows,
+    refuse_images,
+    torch_installed,
+)
+from .vision_training import (
+    VisionTrainRows,
+    encode_vision_rows,
+    refuse_completion_only_loss,
+    refuse_vision_eval,
+    vision_collator,
+    vision_step,
+)
+
+
+def _progress_callbacks(config: Any) -> List[Any]:
+    """What the Hugging Face `Trainer` adds: a printer when `disable_tqdm`, else a progress bar; none without
+    transformers. Unset, `disable_tqdm` follows transformers' verbosity, as `TrainingArguments` resolves it."""
+    try:
+        callbacks = importlib.import_module("transformers.trainer_callback")
+        hf_logging = importlib.import_module("transformers.utils.logging")
+    except ImportError:
+        return []
+    if config.disable_tqdm is None:
+        config.disable_tqdm = hf_logging.get_verbosity() > hf_logging.WARNING
+    return [callbacks.PrinterCallback if config.disable_tqdm else callbacks.ProgressCallback]
 
 
 class UnslothTrainer(MLXTrainer):
     train_rows: TrainRows
 
     def __init__(self, model: Any, *args: Any, **kwargs: Any) -> None:
-        call = read_trainer_call(args, kwargs)
-        check_collator(call.data_collator)
-        config = public_config(call.args, call.config_keywords)
-        config.max_seq_length = resolve_max_seq_length(config, model)
-        skip_prepare = getattr(config, "skip_prepare_dataset", False)
-        refuse_images(call.train_dataset, call.eval_dataset)
-        train = prepared_rows(call.train_dataset, config, skip_prepare)
-        evaluation = prepared_rows(call.eval_dataset, config, skip_prepare)
+        refuse_quantized_base_without_lora(model)
+        call = read_trainer_call(model, args, kwargs)
+        config = call.config
+        # A kept TRL keyword (arguments.KEPT_KEYWORDS), set by name rather than declared as a field.
+        completion_only = getattr(config, "completion_only_loss", None)
+        # Vision hook: UnslothVisionDataCollator encodes the rows itself (vision_training).
+        self.vision_collator = vision_collator(call.data_collator)
+        if self.vision_collator is None:
+            check_collator(call.data_collator)
+            refuse_completion_only_loss(completion_only)
+            refuse_images(call.train_dataset, call.eval_dataset)
+            train = prepared_rows(call.train_dataset, config, config.skip_prepare_dataset)
+        else:
+            refuse_vision_eval(call.eval_dataset)
+            vision = encode_vision_rows(
+                self.vision_collator, call.train_dataset, config.max_seq_length, completion_only
+            )
+            train = PreparedRows(vision.rows, False, vision.masks)
+        evaluation = prepared_rows(call.eval_dataset, config, config.skip_prepare_dataset)
         if train.streamed and config.dataset_order == "default":
             # Hugging Face reads a streamed dataset in its own order; shuffling is the dataset's job there.
             config.dataset_order = "sequential"
-        # The backend walks rows in sequence; this trainer shows them to it in CUDA Unsloth's order each epoch.
+        # The backend walks rows as `_epoch_batches` gives them; this trainer shows them in CUDA Unsloth's order.
         self.cuda_batch_order = config.dataset_order == "default" and torch_installed()
         if config.dataset_order == "default" and not self.cuda_batch_order:
             note_fallback_order()
-        if self.cuda_batch_order:
-            config.dataset_order = "sequential"
         super().__init__(
             model,
             call.tokenizer,
@@ -55,22 +94,55 @@ class UnslothTrainer(MLXTrainer):
             evaluation.rows,
             formatting_func=call.formatting_func,
             args=config,
-            callbacks=call.callbacks,
+            callbacks=[*_progress_callbacks(config), *(call.callbacks or [])],
         )
-        self.train_rows = TrainRows(self.train_rows)
-        if train.masks is not None:
+        if self.vision_collator is not None:
+            self.train_rows = VisionTrainRows(self.train_rows, vision.masks, vision.features)
+        else:
+            self.train_rows = TrainRows(self.train_rows)
+        if train.masks is not None and self.vision_collator is None:
             # Labels already masked to -100 (train_on_responses_only's return_function) become the loss mask.
             self.train_rows.set_masks(train.masks)
         # TRL's attribute names, which notebooks and helpers such as train_on_responses_only read.
         self.processing_class = call.tokenizer
-        self.train_dataset = call.train_dataset
-        self.eval_dataset = call.eval_dataset
+        if self.vision_collator is not None:
+            self.processing_class = self.processor = call.processor or self.vision_collator.processor
         self.data_collator = call.data_collator
+        self.show_prepared_rows()
+        if self.vision_collator is not None:
+            # The vision rows are the processor's, images included: the trainer shows the dataset as given.
+            self.train_dataset, self.eval_dataset = call.train_dataset, call.eval_dataset
 
-    def _run_epoch(self, epoch: int, first_step: int, plan: TrainingPlan) -> None:
+    def show_prepared_rows(self) -> None:
+        """Let `train_dataset` / `eval_dataset` show TRL's prepared columns for the rows trained on, built when read."""
+        self._prepared: Dict[str, Any] = {}
+
+    # TRL's prepared datasets, built on first read only: most runs never look at them.
+    @property
+    def train_dataset(self) -> Any:
+        if "train" not in self._prepared:
+            self._prepared["train"] = prepared_dataset(self.train_rows.source_rows, self.train_rows.masks)
+        return self._prepared["train"]
+
+    @train_dataset.setter
+    def train_dataset(self, value: Any) -> None:
+        self._prepared["train"] = value
+
+    @property
+    def eval_dataset(self) -> Any:
+        if "eval" not in self._prepared:
+            self._prepared["eval"] = None if self.eval_rows is None else prepared_dataset(self.eval_rows.rows)
+        return self._prepared["eval"]
+
+    @eval_dataset.setter
+    def eval_dataset(self, value: Any) -> None:
+        self._prepared["eval"] = value
+
+    def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
         if self.cuda_batch_order:
             self.train_rows.present(cuda_epoch_order(len(self.train_rows), self.args.seed, epoch))
-        super()._run_epoch(epoch, first_step, plan)
+            return epoch_batches(self.train_rows.lengths, self.args.per_device_train_batch_size, "sequential", 0, 0)
+        return super()._epoch_batches(epoch)
 
     def _create_optimizer(self, max_steps: int) -> None:
         super()._create_optimizer(max_steps)
@@ -82,6 +154,9 @@ class UnslothTrainer(MLXTrainer):
     def _build_step_functions(self) -> None:
         super()._build_step_functions()
         rows = self.train_rows
+        if isinstance(rows, VisionTrainRows):
+            self._forward_backward = vision_step(self.model, rows)
+            return
         if rows.masks is None:
             return
         model = self.model

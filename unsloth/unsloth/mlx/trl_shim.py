@@ -5,14 +5,16 @@
 `SFTTrainer` becomes `UnslothTrainer` and `SFTConfig` the MLX arguments with TRL's three-epoch default. Every other
 trainer `trl` lists becomes a stub that refuses to build; the list is read from `trl.__all__`, never by touching
 the names, since `trl` imports each trainer's module (and with it torch) on first access. An installed `trl` keeps
-its whole `__all__`, so `from trl import *` gives what it gives without unsloth (and needs torch as it does there).
+its whole `__all__` while torch is installed; without torch its `__all__` lists, once first read, only the names
+that load, so `from trl import *` works where without unsloth it would fail on the first name needing torch.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 from types import ModuleType
-from typing import Any, List
+from typing import Any, Dict, List
 
 from .arguments import UnslothTrainingArguments
 from .trainer import UnslothTrainer
@@ -20,6 +22,8 @@ from .trainer import UnslothTrainer
 PATCHED_MARK = "__unsloth_mlx_patched__"
 STAND_IN_MARK = "__unsloth_mlx_stand_in__"
 STAND_IN_VERSION = "0+unsloth.mlx.stand.in"
+_LISTED = "__unsloth_mlx_listed__"
+_LOADABLE = "__unsloth_mlx_loadable__"
 # The trainers a stand-in `trl` names when the real one is absent (what recent TRL releases ship).
 KNOWN_TRL_TRAINERS = (
     "BCOTrainer",
@@ -72,9 +76,44 @@ def _install(module: ModuleType, trainers: List[str], listed: List[str]) -> None
     module.__all__ = [*listed, *(name for name in ("SFTConfig", "SFTTrainer", *trainers) if name not in listed)]
 
 
+def _loads(module: ModuleType, name: str) -> bool:
+    try:
+        getattr(module, name)
+    except Exception:
+        return False
+    return True
+
+
+def _read_all(module: ModuleType) -> List[str]:
+    names = vars(module)
+    if _LOADABLE not in names:
+        names[_LOADABLE] = [name for name in names[_LISTED] if _loads(module, name)]
+    return names[_LOADABLE]
+
+
+def _write_all(module: ModuleType, value: List[str]) -> None:
+    vars(module)[_LISTED] = list(value)
+    vars(module).pop(_LOADABLE, None)
+
+
+_LISTING_KINDS: Dict[type, type] = {}
+
+
+def _listing_what_loads(kind: type) -> type:
+    """A subclass of trl's module type whose `__all__` is worked out on first read, as `from trl import *` reads it."""
+    if kind not in _LISTING_KINDS:
+        _LISTING_KINDS[kind] = type(kind.__name__, (kind,), {"__all__": property(_read_all, _write_all)})
+    return _LISTING_KINDS[kind]
+
+
 def patch_trl(module: ModuleType) -> None:
-    """Patch an imported `trl` in place, keeping every name it lists; applying it again leaves the same objects."""
-    listed = list(vars(module).get("__all__", ()))
+    """Patch an imported `trl` in place, keeping every name it lists that loads; applying it again leaves the same
+    objects."""
+    listed = list(getattr(module, _LISTED, None) or vars(module).get("__all__", ()))
+    if importlib.util.find_spec("torch") is None and _LISTED not in vars(module):
+        vars(module).pop("__all__", None)
+        vars(module)[_LISTED] = listed
+        module.__class__ = _listing_what_loads(type(module))
     _install(module, _other_trainers(listed), listed)
     setattr(module, PATCHED_MARK, True)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..dataset_num_proc import get_dataset_num_proc
-from ..num_proc_intent import record_intent
+from ..dataset_num_proc import record_intent
 from .optim import CLIP_MODES, SCHEDULES, canonical_optimizer_name
 
 STRATEGIES = ("no", "steps", "epoch")

@@ -13,7 +13,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..dataset_num_proc import get_dataset_num_proc, map_failure_diagnostics
+from ..dataset_num_proc import sized_map
 
 IDS_FIELD = "input_ids"
 
@@ -102,14 +102,12 @@ def _is_hf_dataset(dataset: Any) -> bool:
 def tokenize_dataset(dataset: Any, encode: EncodeRows, num_proc: Optional[int] = None) -> TokenizedRows:
     """Tokenize every row; a Hugging Face dataset goes through `map()` with the policy's worker count.
 
-    `num_proc` is a request (None = auto, pass `num_proc_intent.map_request(config)`), sized with this split's rows.
+    `num_proc` is a request (None = auto, pass `dataset_num_proc.map_request(config)`), sized with this split's rows.
     """
     if isinstance(dataset, TokenizedRows):
         return dataset
     if _is_hf_dataset(dataset):
-        workers = get_dataset_num_proc(num_proc, rows=len(dataset), closure=encode)
-        with map_failure_diagnostics(workers):
-            mapped = dataset.map(encode, batched=True, num_proc=workers, remove_columns=list(dataset.column_names))
+        mapped = sized_map(dataset, encode, num_proc, batched=True, remove_columns=list(dataset.column_names))
         return TokenizedRows(mapped[IDS_FIELD])
     rows = list(dataset)
     if rows and isinstance(rows[0], str):

@@ -13,10 +13,11 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Optional, Tuple
+from typing import Any, Iterable, List, NamedTuple, Optional, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 from mlx.utils import tree_map
 
 from .callbacks import CallbackHandler, FlowCallback, TrainerControl, TrainerState
@@ -30,7 +31,7 @@ from .checkpoint import (
 )
 from .config import MLXTrainingConfig, coerce_config
 from .data import EncodeRows, TokenizedRows, epoch_batches, pad_batch, tokenize_dataset
-from ..num_proc_intent import map_request
+from ..dataset_num_proc import map_request
 from .loss import masked_cross_entropy
 from .optim import build_optimizer, build_schedule, clip_gradients, learning_rates, resolve_warmup_steps
 
@@ -234,11 +235,16 @@ class MLXTrainer:
                     break
         return self._finish_training(start)
 
-    def _run_epoch(self, epoch: int, first_step: int, plan: TrainingPlan) -> None:
+    def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
+        """The row indices of each micro-batch this epoch, in `args.dataset_order`; a subclass may order them."""
         args = self.args
-        batches = epoch_batches(
+        return epoch_batches(
             self.train_rows.lengths, args.per_device_train_batch_size, args.dataset_order, args.seed, epoch
         )
+
+    def _run_epoch(self, epoch: int, first_step: int, plan: TrainingPlan) -> None:
+        args = self.args
+        batches = self._epoch_batches(epoch)
         self.callback_handler.train_dataloader = batches
         accumulation = args.gradient_accumulation_steps
         grad_norm, learning_rate = None, None
@@ -267,7 +273,7 @@ class MLXTrainer:
             if len(group) > 1:
                 # The step's token-weighted mean, as Hugging Face's Trainer gets it by dividing by num_items_in_batch.
                 total = mx.maximum(step_targets, 1).astype(mx.float32)
-                step_loss, grads = step_loss / total, tree_map(lambda array: (array / total).astype(array.dtype), grads)
+                step_loss, grads = step_loss / total, tree_map(lambda array: (array / total).astype(array.dtype), grads)  # noqa: B023
             grads, grad_norm = clip_gradients(grads, args.grad_clip_mode, args.max_grad_norm, args.max_grad_value)
             self._fire("on_pre_optimizer_step")
             learning_rate = self._rates[min(self.state.global_step, len(self._rates) - 1)]

@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""`FastModel`, the entry point of newer notebooks (Gemma 3 and on), for text models on MLX.
+
+Loading is `FastLanguageModel`'s, with the published defaults (4-bit unless a full fine-tune is asked for);
+`get_peft_model`'s `finetune_*` switches choose the text model's attention and MLP projections. Vision layers
+are not part of a text model, so asking to train them is refused by name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence, Tuple
+
+from .models import _OFF, FastLanguageModel, _check_keywords
+
+ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
+# FastModel's own loading keywords, beyond FastLanguageModel's; each accepted at the value that changes nothing.
+FAST_MODEL_DEFAULT_ONLY = {
+    "auto_model": (None,),
+    "return_logits": _OFF,
+    "fullgraph": (None, True),
+    "whisper_language": (None,),
+    "whisper_task": (None,),
+    "unsloth_force_compile": _OFF,
+    "qat_scheme": (None,),
+    "load_in_fp8": _OFF,
+}
+
+
+def peft_targets(
+    vision: Optional[bool], language: Optional[bool], attention: Optional[bool], mlp: Optional[bool]
+) -> Tuple[str, ...]:
+    """The projections the switches ask for on a text model; None means the published default (on)."""
+    if vision:
+        raise NotImplementedError(
+            "finetune_vision_layers=True: this is a text model on MLX, with no vision layers to train; "
+            "pass finetune_vision_layers=False"
+        )
+    if language is False:
+        raise NotImplementedError("finetune_language_layers=False leaves a text model nothing to train; leave it True")
+    targets = (ATTENTION_MODULES if attention is not False else ()) + (MLP_MODULES if mlp is not False else ())
+    if not targets:
+        raise NotImplementedError(
+            "finetune_attention_modules=False with finetune_mlp_modules=False leaves nothing to train; "
+            "turn one of them on"
+        )
+    return targets
+
+
+class FastModel(FastLanguageModel):
+    @staticmethod
+    def from_pretrained(  # type: ignore[override]
+        model_name: str | Path = "unsloth/Llama-3.2-1B-Instruct",
+        max_seq_length: Optional[int] = 2048,
+        dtype: Any = None,
+        load_in_4bit: Optional[bool] = None,
+        load_in_8bit: bool = False,
+        full_finetuning: bool = False,
+        **kwargs: Any,
+    ) -> Tuple[Any, Any]:
+        """As `FastLanguageModel.from_pretrained`; 4-bit by default, unquantized when `full_finetuning=True`."""
+        own = {name: kwargs.pop(name) for name in list(kwargs) if name in FAST_MODEL_DEFAULT_ONLY}
+        _check_keywords("FastModel.from_pretrained", own, {}, FAST_MODEL_DEFAULT_ONLY)
+        if load_in_4bit is None:
+            load_in_4bit = not full_finetuning and not load_in_8bit
+        return FastLanguageModel.from_pretrained(
+            model_name,
+            max_seq_length,
+            dtype,
+            load_in_4bit=load_in_4bit,
+            full_finetuning=full_finetuning,
+            load_in_8bit=load_in_8bit,
+            **kwargs,
+        )
+
+    @staticmethod
+    def get_peft_model(  # type: ignore[override]
+        model: Any,
+        r: int = 16,
+        target_modules: Optional[Sequence[str] | str] = None,
+        lora_alpha: float = 16,
+        finetune_vision_layers: Optional[bool] = None,
+        finetune_language_layers: Optional[bool] = None,
+        finetune_attention_modules: Optional[bool] = None,
+        finetune_mlp_modules: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> Any:
+        """LoRA on the projections the `finetune_*` switches choose, unless `target_modules` names them."""
+        targets = peft_targets(
+            finetune_vision_layers, finetune_language_layers, finetune_attention_modules, finetune_mlp_modules
+        )
+        chosen = targets if target_modules is None else target_modules
+        return FastLanguageModel.get_peft_model(model, r=r, target_modules=chosen, lora_alpha=lora_alpha, **kwargs)

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""The Hugging Face methods notebooks call on a loaded model and its tokenizer: `model.generate` and the Hub pushes.
+
+The model keeps its tokenizer, so `generate` stops at the tokenizer's current EOS (which `get_chat_template` may
+have moved to the turn end) as well as the model's own, and pads finished rows with its pad token.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import MethodType
+from typing import Any, Optional
+
+from . import hub
+from .generation import generate, read_generation_config
+
+TOKENIZER_ATTRIBUTE = "unsloth_tokenizer"
+
+
+def _model_defaults(folder: Optional[str]) -> dict:
+    """generation_config.json, with config.json's eos_token_id when the former names none (as transformers does)."""
+    defaults = dict(read_generation_config(folder))
+    if folder and defaults.get("eos_token_id") is None:
+        path = Path(folder) / "config.json"
+        try:
+            eos = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id") if path.is_file() else None
+        except (OSError, ValueError):
+            eos = None
+        if eos is not None:
+            defaults["eos_token_id"] = eos
+    return defaults
+
+
+def _tokenizer_ids(tokenizer: Any) -> tuple:
+    eos = getattr(tokenizer, "eos_token_id", None)
+    eos_ids = [] if eos is None else list(eos) if isinstance(eos, (list, tuple)) else [eos]
+    return eos_ids, getattr(tokenizer, "pad_token_id", None)
+
+
+def attach_methods(model: Any, tokenizer: Any, folder: Optional[str]) -> None:
+    """Give `model` `generate` and the pushes, and `tokenizer` its push, bound to each other."""
+    defaults = _model_defaults(folder)
+    setattr(model, TOKENIZER_ATTRIBUTE, tokenizer)
+
+    def model_generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > 2:
+            raise TypeError("generate takes input_ids and attention_mask positionally; pass the rest by name")
+        eos_ids, pad = _tokenizer_ids(getattr(self, TOKENIZER_ATTRIBUTE, None))
+        return generate(
+            self, *args, model_defaults=defaults, eos_token_ids=eos_ids, fallback_pad_token_id=pad, **kwargs
+        )
+
+    model.generate = MethodType(model_generate, model)
+    model.push_to_hub = MethodType(hub.model_push_to_hub, model)
+    model.push_to_hub_merged = MethodType(hub.push_to_hub_merged, model)
+    model.push_to_hub_gguf = MethodType(hub.push_to_hub_gguf, model)
+    if tokenizer is not None:
+        tokenizer.push_to_hub = MethodType(hub.tokenizer_push_to_hub, tokenizer)
+
+
+def rebind_tokenizer(model: Any, tokenizer: Any) -> None:
+    """Make `tokenizer` the one `model.generate` reads, and give it its push."""
+    setattr(model, TOKENIZER_ATTRIBUTE, tokenizer)
+    tokenizer.push_to_hub = MethodType(hub.tokenizer_push_to_hub, tokenizer)
