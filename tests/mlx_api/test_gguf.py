@@ -1,4 +1,4 @@
-"""Rule 6: train, export to GGUF with mlx_lm's converter, reload in a fresh process, compare tensors and logits."""
+"""Rule 6: train, export to GGUF with the project's converter, reload in a fresh process, compare tensors and logits."""
 
 from __future__ import annotations
 
@@ -77,16 +77,40 @@ def test_gguf_f16_round_trip_is_close(trained, tmp_path: Path) -> None:
     assert np.abs(np.array(reloaded["arrays"][LOGITS_KEY]) - logits).max() < 5e-2
 
 
-def test_k_quant_mixes_are_refused_naming_what_can_be_written(trained, tmp_path: Path) -> None:
+class _BlockLlamaCpp:
+    """A meta path finder that makes `import llama_cpp` fail, as on a machine without llama-cpp-python."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "llama_cpp" or name.startswith("llama_cpp."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+
+@pytest.fixture
+def without_llama_cpp(monkeypatch):
+    monkeypatch.setattr(sys, "meta_path", [_BlockLlamaCpp(), *sys.meta_path])
+    for name in [name for name in sys.modules if name == "llama_cpp" or name.startswith("llama_cpp.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_k_quant_mixes_without_llama_cpp_name_the_type_why_and_the_install(trained, tmp_path, without_llama_cpp):
     model, tokenizer = trained
-    available = "available: not_quantized, fast_quantized, f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0"
-    for method in ("q4_k_m", "quantized"):
-        refusal = rf"quantization_method='{method}'.*no Q4_K quantizer.*{available}$"
+    available = "available here: not_quantized, fast_quantized, f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0"
+    for method, kind in (("q4_k_m", "Q4_K"), ("quantized", "Q4_K"), ("q6_k", "Q6_K"), ("Q2_K", "Q2_K")):
+        refusal = (
+            rf"quantization_method='{method}'.*only llama.cpp's quantizer writes.*no {kind} quantizer.*"
+            rf"llama-cpp-python is not installed: pip install llama-cpp-python; {available}$"
+        )
         with pytest.raises(NotImplementedError, match=refusal):
             model.save_pretrained_gguf(str(tmp_path / "q"), tokenizer, quantization_method=method)
-    with pytest.raises(NotImplementedError, match=r"'q9_9'.*not a llama.cpp quantization method.*available: not_q"):
+    with pytest.raises(
+        NotImplementedError, match=r"'q9_9'.*not a llama.cpp quantization method.*available here: not_q"
+    ):
         model.save_pretrained_gguf(str(tmp_path / "q"), tokenizer, quantization_method="q9_9")
-    assert not (tmp_path / "q").exists()  # refused before anything is written
+    # A list holding one such type is refused before anything is written, too.
+    with pytest.raises(NotImplementedError, match="q4_k_m"):
+        model.save_pretrained_gguf(str(tmp_path / "q"), tokenizer, quantization_method=["q8_0", "q4_k_m"])
+    assert not (tmp_path / "q").exists()
 
 
 def _file_types(path: Path) -> tuple:

@@ -1,7 +1,8 @@
-"""Run in a fresh process: load a GGUF with llama.cpp and print, as JSON, how it tokenizes a text and continues it.
+"""Run in a fresh process: load GGUF files with llama.cpp and print, as JSON, how each tokenizes a text and continues it.
 
-`python llama_cpp_greedy.py MODEL.gguf TEXT COUNT`: llama.cpp's own loader reads the file and its own tokenizer
-encodes TEXT; each next token is the argmax of llama.cpp's logits, so no sampler setting can change the answer.
+`python llama_cpp_greedy.py TEXT COUNT MODEL.gguf [MODEL.gguf ...]`: llama.cpp's own loader reads each file and its
+own tokenizer encodes TEXT; each next token is the argmax of llama.cpp's logits, so no sampler setting can change
+the answer. One line of JSON per file, in order; one process serves every file, so the library loads once.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import numpy as np
 from llama_cpp import Llama
 
 
-def main(argv: list) -> int:
-    path, text, count = argv[0], argv[1], int(argv[2])
+def continue_text(path: str, text: str, count: int) -> dict:
     llm = Llama(model_path=path, n_ctx=128, n_threads=2, logits_all=True, verbose=False)
     prompt = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
     llm.eval(prompt)
@@ -24,7 +24,14 @@ def main(argv: list) -> int:
         tokens.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
         llm.eval([tokens[-1]])
     answer = llm.detokenize(tokens, special=True).decode("utf-8", errors="replace")
-    print(json.dumps({"prompt": prompt, "first_logits": first.tolist(), "tokens": tokens, "answer": answer}))
+    llm.close()
+    return {"path": path, "prompt": prompt, "first_logits": first.tolist(), "tokens": tokens, "answer": answer}
+
+
+def main(argv: list) -> int:
+    text, count, paths = argv[0], int(argv[1]), argv[2:]
+    for path in paths:
+        print(json.dumps(continue_text(path, text, count)), flush=True)
     return 0
 
 

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Export a trained MLX model to a GGUF file llama.cpp loads: LoRA folded into the base weights first.
+"""Export a trained MLX model to GGUF files llama.cpp loads: LoRA folded into the base weights first.
 
-`mlx_lm`'s converter writes the weights as float32 GGUF; `gguf_file_types` then re-encodes that file in the
-requested llama.cpp type (q8_0, q4_0, f16, bf16, ...) with the `gguf` package that ships with llama.cpp.
+The weights are converted once (`gguf_convert`, with the tokenizer's keys from `gguf_tokenizer`) and written in
+each requested type: the uniform types by the `gguf` package, the K-quant mixes by llama.cpp's quantizer from a
+float32 file (`gguf_file_types`).
 """
 
 from __future__ import annotations
@@ -11,24 +12,31 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import mlx.core as mx
+import numpy as np
 from mlx.utils import tree_flatten
 
 from unsloth_zoo.mlx.checkpoint import SOURCE_PATH_ATTRIBUTE
 
-from .gguf_file_types import K_QUANT_MIXES, UNIFORM_TYPES, can_quantize, gguf_version, producible_methods, rewrite_gguf
-from .gguf_vocab import byte_level_bpe_keys
-from .names import normalised_name
+from .gguf_convert import family_for, gguf_tensors, write_gguf
+from .gguf_file_types import (
+    UNIFORM_TYPES,
+    available_methods,
+    file_label,
+    llama_file_type,
+    quantize_with_llama_cpp,
+    resolve_method,
+)
+from .gguf_tokenizer import tokenizer_keys
 from .quantize import dequantized_copy
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral")
-# CUDA Unsloth's default for save_pretrained_gguf, and its other names for llama.cpp methods.
+# CUDA Unsloth's default for save_pretrained_gguf (q8_0).
 DEFAULT_QUANTIZATION_METHOD = "fast_quantized"
-METHOD_ALIASES = {"fast_quantized": "q8_0", "quantized": "q4_k_m"}
 # "not_quantized" keeps the model's own float type.
 _OWN_DTYPE_METHODS = {mx.float32: "f32", mx.float16: "f16", mx.bfloat16: "bf16"}
+__all__ = ["DEFAULT_QUANTIZATION_METHOD", "available_methods", "merged_weights", "model_config", "save_pretrained_gguf"]
 
 
 def merged_weights(model: Any) -> Dict[str, mx.array]:
@@ -61,37 +69,14 @@ def model_config(model: Any) -> Dict[str, Any]:
     raise ValueError("cannot tell the model's configuration: it was not loaded from a folder and has no mlx_lm args")
 
 
-def available_methods() -> List[str]:
-    """Every quantization_method this install can write, CUDA Unsloth's aliases included."""
-    methods = producible_methods()
-    aliases = [alias for alias, method in METHOD_ALIASES.items() if method in methods]
-    return ["not_quantized", *aliases, *methods]
-
-
-def resolve_method(quantization_method: Any, model_dtype: Any) -> str:
-    """The llama.cpp method name a `quantization_method` stands for, or an error naming the ones that work here."""
-    method = "q8_0" if quantization_method is None else normalised_name(quantization_method)
-    method = METHOD_ALIASES.get(method, method)
-    if method == "not_quantized":
-        method = _OWN_DTYPE_METHODS.get(model_dtype, "f32")
-    if method in UNIFORM_TYPES and can_quantize(UNIFORM_TYPES[method]):
-        return method
-    if method in K_QUANT_MIXES:
-        reason = f"the gguf package ({gguf_version()}) has no {K_QUANT_MIXES[method]} quantizer"
-    elif method in UNIFORM_TYPES:
-        reason = f"the gguf package ({gguf_version()}) cannot quantize {UNIFORM_TYPES[method]}"
-    else:
-        reason = "it is not a llama.cpp quantization method"
-    raise NotImplementedError(
-        f"quantization_method={quantization_method!r} cannot be written on MLX: {reason}; "
-        f"available: {', '.join(available_methods())}"
-    )
-
-
 def _gguf_package_missing() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("gguf") is None
+
+
+def _as_float32(weights: Dict[str, mx.array]) -> Dict[str, np.ndarray]:
+    return {name: np.array(value.astype(mx.float32)) for name, value in weights.items()}
 
 
 def save_pretrained_gguf(
@@ -102,37 +87,43 @@ def save_pretrained_gguf(
 ) -> Any:
     """Write `unsloth.<TYPE>.gguf` (and the tokenizer and config it is built from) into `save_directory`.
 
-    A list of methods writes one file each and returns their paths, as CUDA Unsloth accepts.
+    A list of methods converts once, writes one file each and returns their paths, as CUDA Unsloth accepts.
     """
-    if isinstance(quantization_method, (list, tuple)):
-        return [save_pretrained_gguf(model, save_directory, tokenizer, method) for method in quantization_method]
+    several = isinstance(quantization_method, (list, tuple))
+    requested = list(quantization_method) if several else [quantization_method]
+    if not requested:
+        raise ValueError(f"quantization_method is an empty list; choose from: {', '.join(available_methods())}")
     if _gguf_package_missing():
         raise ImportError("GGUF export on MLX needs the gguf package that ships with llama.cpp: pip install gguf")
-    resolve_method(quantization_method, mx.float32)  # a name that cannot be written fails before the copy
+    for method in requested:
+        resolve_method(method)  # a name that cannot be written fails before the copy
+    family_for(model_config(model))  # so does an architecture llama.cpp is not given here
     model = dequantized_copy(model)
     config = model_config(model)
-    if config.get("model_type") not in SUPPORTED_MODEL_TYPES:
-        supported = ", ".join(SUPPORTED_MODEL_TYPES)
-        raise NotImplementedError(
-            f"mlx_lm's GGUF converter supports {supported} models, not {config.get('model_type')!r}"
-        )
     weights = merged_weights(model)
-    method = resolve_method(quantization_method, weights["model.embed_tokens.weight"].dtype)
+    own_float = _OWN_DTYPE_METHODS.get(weights["model.embed_tokens.weight"].dtype, "f32")
+    methods = list(dict.fromkeys(resolve_method(method, own_float) for method in requested))
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
-    # The converter reads the vocabulary back from tokenizer files in the same folder.
     tokenizer.save_pretrained(str(folder))
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    from mlx_lm.gguf import convert_to_gguf
-
-    path = folder / f"unsloth.{UNIFORM_TYPES[method].upper()}.gguf"
-    converted = folder / f".{path.name}.converter.gguf"
+    # Quantizing from float32 loses the least, whatever the model's own type.
+    tensors = gguf_tensors(_as_float32(weights), config)
+    keys = tokenizer_keys(folder, int(weights["model.embed_tokens.weight"].shape[0]))
+    source = folder / ".unsloth.F32.quantizer-input.gguf"
+    paths = []
     try:
-        # Quantizing from float32 loses the least; the converter would otherwise keep each weight's own type.
-        as_float32 = {name: value.astype(mx.float32) for name, value in weights.items()}
-        convert_to_gguf(folder, as_float32, config, str(converted))
-        vocabulary = byte_level_bpe_keys(folder, int(weights["model.embed_tokens.weight"].shape[0]))
-        rewrite_gguf(converted, path, UNIFORM_TYPES[method], vocabulary)
+        for method in methods:
+            path = folder / f"unsloth.{file_label(method)}.gguf"
+            if method in UNIFORM_TYPES:
+                write_gguf(path, tensors, config, keys, UNIFORM_TYPES[method][0], llama_file_type(method))
+            else:
+                if not source.exists():
+                    write_gguf(source, tensors, config, keys, "F32", llama_file_type("f32"))
+                quantize_with_llama_cpp(source, path, method)
+            paths.append(path)
     finally:
-        converted.unlink(missing_ok=True)
-    return path
+        source.unlink(missing_ok=True)
+    by_method = dict(zip(methods, paths))
+    chosen = [by_method[resolve_method(method, own_float)] for method in requested]
+    return chosen if several else chosen[0]

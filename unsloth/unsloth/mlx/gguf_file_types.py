@@ -1,57 +1,48 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""llama.cpp file types for an exported GGUF, made with the `gguf` package that ships with llama.cpp.
+"""Which llama.cpp file types an export can be written in here, and who writes each.
 
-`mlx_lm`'s converter writes a float32 GGUF; `rewrite_gguf` copies its metadata and re-encodes its tensors in the
-requested type, as `llama-quantize --pure` would: every 2-D weight takes the type, 1-D tensors (norms) stay
-float32. What can be made is what `gguf.quants` can quantize on this install, probed, never assumed.
+The `gguf` package encodes the uniform types itself (every matrix in one type, norms float32, as
+`llama-quantize --pure` does); what it encodes is probed on this install, never assumed. The K-quant mixes need
+llama.cpp's own quantizer, reached through `llama-cpp-python`'s `llama_model_quantize` from a float32 file.
 """
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, List
 
 import numpy as np
 
-from .gguf_vocab import REPLACED_KEYS, VocabularyKeys
+from .arguments import normalised_name
 
-# llama.cpp's method names with one GGML type for every weight, and the ones that mix K-quant types.
+# llama.cpp's method names with one GGML type for every weight: (type, llama.cpp file type).
 UNIFORM_TYPES = {
-    "f32": "F32",
-    "f16": "F16",
-    "bf16": "BF16",
-    "q8_0": "Q8_0",
-    "q5_1": "Q5_1",
-    "q5_0": "Q5_0",
-    "q4_1": "Q4_1",
-    "q4_0": "Q4_0",
+    "f32": ("F32", "ALL_F32"),
+    "f16": ("F16", "MOSTLY_F16"),
+    "bf16": ("BF16", "MOSTLY_BF16"),
+    "q8_0": ("Q8_0", "MOSTLY_Q8_0"),
+    "q5_1": ("Q5_1", "MOSTLY_Q5_1"),
+    "q5_0": ("Q5_0", "MOSTLY_Q5_0"),
+    "q4_1": ("Q4_1", "MOSTLY_Q4_1"),
+    "q4_0": ("Q4_0", "MOSTLY_Q4_0"),
 }
-K_QUANT_MIXES = {
-    "q2_k": "Q2_K",
-    "q3_k_s": "Q3_K",
-    "q3_k_m": "Q3_K",
-    "q3_k_l": "Q3_K",
-    "q4_k_s": "Q4_K",
+# Mixes only llama.cpp's quantizer writes: method -> the K-quant type it is built around.
+LLAMA_CPP_MIXES = {
     "q4_k_m": "Q4_K",
-    "q5_k_s": "Q5_K",
+    "q4_k_s": "Q4_K",
     "q5_k_m": "Q5_K",
+    "q5_k_s": "Q5_K",
     "q6_k": "Q6_K",
+    "q3_k_m": "Q3_K",
+    "q3_k_s": "Q3_K",
+    "q3_k_l": "Q3_K",
+    "q2_k": "Q2_K",
 }
-_FILE_TYPES = {
-    "F32": "ALL_F32",
-    "F16": "MOSTLY_F16",
-    "BF16": "MOSTLY_BF16",
-    "Q8_0": "MOSTLY_Q8_0",
-    "Q5_1": "MOSTLY_Q5_1",
-    "Q5_0": "MOSTLY_Q5_0",
-    "Q4_1": "MOSTLY_Q4_1",
-    "Q4_0": "MOSTLY_Q4_0",
-}
-# llama.cpp reads token types as signed 32-bit integers and refuses the file otherwise.
-_SIGNED_ARRAYS = {"tokenizer.ggml.token_type"}
-_HEADER_KEYS = {"general.architecture", "general.alignment", "general.file_type", "general.quantization_version"}
+# CUDA Unsloth's other names for llama.cpp methods; "not_quantized" keeps the model's own float type.
+METHOD_ALIASES = {"fast_quantized": "q8_0", "quantized": "q4_k_m"}
+INSTALL_LLAMA_CPP = "pip install llama-cpp-python"
 
 
 def gguf_version() -> str:
@@ -74,66 +65,72 @@ def can_quantize(type_name: str) -> bool:
     return True
 
 
-def producible_methods() -> Dict[str, str]:
-    """Each method name this install can write, with its GGML type."""
-    return {method: kind for method, kind in UNIFORM_TYPES.items() if can_quantize(kind)}
+def llama_cpp_installed() -> bool:
+    """Whether llama.cpp's binding imports (its shared library loads), so its quantizer can be called."""
+    try:
+        import llama_cpp  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 
-def _tensor_type(data: np.ndarray, wanted: str) -> str:
-    """What one tensor is stored as: 1-D stays F32; a row the type's block does not divide falls back to F16."""
+def available_methods() -> List[str]:
+    """Every quantization_method this install can write, CUDA Unsloth's aliases included."""
+    methods = [method for method, (kind, _) in UNIFORM_TYPES.items() if can_quantize(kind)]
+    if llama_cpp_installed():
+        methods += list(LLAMA_CPP_MIXES)
+    aliases = [alias for alias, method in METHOD_ALIASES.items() if method in methods]
+    return ["not_quantized", *aliases, *methods]
+
+
+def resolve_method(quantization_method: Any, own_float: str = "f32") -> str:
+    """The llama.cpp method a `quantization_method` stands for, or an error saying why it cannot be written here."""
+    method = "q8_0" if quantization_method is None else normalised_name(quantization_method)
+    method = METHOD_ALIASES.get(method, method)
+    if method == "not_quantized":
+        method = own_float
+    if method in UNIFORM_TYPES and can_quantize(UNIFORM_TYPES[method][0]):
+        return method
+    if method in LLAMA_CPP_MIXES and llama_cpp_installed():
+        return method
+    if method in LLAMA_CPP_MIXES:
+        reason = (
+            f"it is a K-quant mix, which only llama.cpp's quantizer writes (the gguf package {gguf_version()} has no "
+            f"{LLAMA_CPP_MIXES[method]} quantizer), and llama-cpp-python is not installed: {INSTALL_LLAMA_CPP}"
+        )
+    elif method in UNIFORM_TYPES:
+        reason = f"the gguf package ({gguf_version()}) cannot quantize {UNIFORM_TYPES[method][0]}"
+    else:
+        reason = "it is not a llama.cpp quantization method"
+    raise NotImplementedError(
+        f"quantization_method={quantization_method!r} cannot be written on MLX: {reason}; "
+        f"available here: {', '.join(available_methods())}"
+    )
+
+
+def file_label(method: str) -> str:
+    """The type in the file's name: unsloth.Q4_K_M.gguf, unsloth.Q8_0.gguf."""
+    return method.upper()
+
+
+def llama_file_type(method: str) -> Any:
     import gguf
 
-    if data.ndim < 2 or wanted == "F32":
-        return "F32"
-    block, _ = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[wanted]]
-    return wanted if data.shape[-1] % block == 0 else "F16"
+    if method in UNIFORM_TYPES:
+        return gguf.LlamaFileType[UNIFORM_TYPES[method][1]]
+    return gguf.LlamaFileType[f"MOSTLY_{method.upper()}"]
 
 
-def _encoded(data: np.ndarray, type_name: str) -> Tuple[np.ndarray, object]:
-    import gguf
+def quantize_with_llama_cpp(source: Path, target: Path, method: str) -> None:
+    """Write `target` from the float32 GGUF `source` with llama.cpp's quantizer, as `llama-quantize` would."""
+    import ctypes
+    import os
 
-    kind = gguf.GGMLQuantizationType[type_name]
-    return gguf.quants.quantize(np.ascontiguousarray(data, dtype=np.float32), kind), kind
+    import llama_cpp
 
-
-def rewrite_gguf(
-    source: Path, target: Path, type_name: str, vocabulary: Optional[VocabularyKeys] = None
-) -> Dict[str, str]:
-    """Write `source`'s metadata and tensors to `target` as llama.cpp file type `type_name`; returns tensor types.
-
-    `vocabulary` replaces the converter's tokenizer keys (see `gguf_vocab`).
-    """
-    import gguf
-
-    reader = gguf.GGUFReader(str(source))
-    architecture = reader.fields["general.architecture"].contents()
-    writer = gguf.GGUFWriter(str(target), architecture)
-    dropped = _HEADER_KEYS | (set(REPLACED_KEYS) if vocabulary else set())
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key in dropped:
-            continue
-        main_type, sub_type = field.types[0], None
-        if main_type == gguf.GGUFValueType.ARRAY:
-            sub_type = gguf.GGUFValueType.INT32 if key in _SIGNED_ARRAYS else field.types[-1]
-        writer.add_key_value(key, field.contents(), main_type, sub_type)
-    for key, (value, value_type, item_type) in (vocabulary or {}).items():
-        item = None if item_type is None else gguf.GGUFValueType[item_type]
-        writer.add_key_value(key, value, gguf.GGUFValueType[value_type], item)
-    writer.add_file_type(gguf.LlamaFileType[_FILE_TYPES[type_name]])
-    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    stored = {}
-    for tensor in reader.tensors:
-        if tensor.tensor_type != gguf.GGMLQuantizationType.F32:
-            raise ValueError(f"expected float32 tensors from the converter, {tensor.name} is {tensor.tensor_type.name}")
-        data = np.asarray(tensor.data, dtype=np.float32).reshape([int(size) for size in reversed(tensor.shape)])
-        stored[tensor.name] = _tensor_type(data, type_name)
-        if stored[tensor.name] == "F32":
-            writer.add_tensor(tensor.name, data)
-        else:
-            encoded, kind = _encoded(data, stored[tensor.name])
-            writer.add_tensor(tensor.name, encoded, raw_dtype=kind)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return stored
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{method.upper()}")
+    params.nthread = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    status = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
+    if status != 0:
+        raise RuntimeError(f"llama.cpp's quantizer failed ({status}) writing {method} to {target}")

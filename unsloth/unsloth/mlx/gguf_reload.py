@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Load a llama-family GGUF written by `mlx_lm`'s converter back into an mlx_lm model, without torch.
+"""Load a llama-architecture GGUF written by `save_pretrained_gguf` back into an mlx_lm model, without torch.
 
 `mx.load` reads the tensors and metadata; names go back to Hugging Face's and the rotary row permutation the
 converter applied to the query and key projections is undone, so the model computes what the exported one did.

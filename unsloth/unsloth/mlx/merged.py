@@ -4,6 +4,7 @@
 
 The folder it writes is a Hugging Face model folder (config.json, model.safetensors, tokenizer files) that
 mlx_lm and transformers both load; the model in memory is left as it was, still quantized and still adapted.
+`merged_4bit` writes MLX's 4-bit format instead (what `mlx_lm.convert -q` writes), which mlx_lm loads.
 """
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ import mlx.core as mx
 from unsloth_zoo.mlx.checkpoint import save_model_files
 
 from .gguf import merged_weights, model_config
-from .names import normalised_name
+from .arguments import normalised_name
 from .quantize import dequantized_copy
 
-SAVE_METHODS = ("merged_16bit", "merged_32bit", "lora")
+SAVE_METHODS = ("merged_16bit", "merged_32bit", "merged_4bit", "lora")
+# mlx_lm.convert -q's defaults.
+FOUR_BIT_GROUP_SIZE = 64
+FOUR_BIT_NOTE = (
+    "save_method='merged_4bit' on MLX writes MLX's 4-bit format (mlx_lm.convert -q: group size 64), which mlx_lm "
+    "loads; it is not bitsandbytes' 4-bit format, which CUDA Unsloth writes"
+)
 _QUANTIZATION_KEYS = ("quantization", "quantization_config")
 # Keywords CUDA notebooks pass that change nothing about the files written here.
 _INERT = {"maximum_memory_usage", "safe_serialization", "max_shard_size", "temporary_location", "push_to_hub"}
@@ -47,14 +54,15 @@ def save_pretrained_merged(
     method = normalised_name(save_method)
     if method not in SAVE_METHODS:
         raise NotImplementedError(
-            f"save_method={save_method!r} is not available on MLX; choose one of {', '.join(SAVE_METHODS)} "
-            "(a 4-bit merge is bitsandbytes' format; quantize the merged_16bit folder for MLX or GGUF instead)"
+            f"save_method={save_method!r} is not available on MLX; choose one of {', '.join(SAVE_METHODS)}"
         )
     folder = Path(save_directory)
     if method == "lora":
         save_model_files(folder, model, tokenizer)
         return folder
     weights = merged_weights(dequantized_copy(model))
+    if method == "merged_4bit":
+        return _save_four_bit(model, folder, tokenizer, weights)
     if method == "merged_16bit":
         weights = {name: _sixteen_bit(value) for name, value in weights.items()}
     config = {key: value for key, value in model_config(model).items() if key not in _QUANTIZATION_KEYS}
@@ -64,6 +72,28 @@ def save_pretrained_merged(
     folder.mkdir(parents=True, exist_ok=True)
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def _save_four_bit(model: Any, folder: Path, tokenizer: Any, weights: Dict[str, mx.array]) -> Path:
+    """The merged weights quantized as `mlx_lm.convert -q` does, saved with mlx_lm's own writers."""
+    import importlib
+
+    from mlx_lm.utils import quantize_model, save_config, save_model
+
+    print(f"Unsloth: {FOUR_BIT_NOTE}.")
+    config = {key: value for key, value in model_config(model).items() if key not in _QUANTIZATION_KEYS}
+    module = importlib.import_module(type(model).__module__)
+    fresh = module.Model(module.ModelArgs.from_dict(config))
+    if hasattr(fresh, "sanitize"):
+        weights = fresh.sanitize(dict(weights))
+    fresh.load_weights(list(weights.items()), strict=True)
+    fresh, config = quantize_model(fresh, config, group_size=FOUR_BIT_GROUP_SIZE, bits=4)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_model(folder, fresh, donate_model=True)
+    save_config(config, config_path=folder / "config.json")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
     return folder

@@ -1,0 +1,78 @@
+"""What the llama.cpp tests share: train a tiny model until it answers, continue a prompt greedily on MLX, and
+continue it with llama.cpp from GGUF files in one fresh process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from ..conftest import NEUTRAL_CWD, QUESTIONS, chat_text
+
+RUNNER = Path(__file__).with_name("llama_cpp_greedy.py")
+NEW_TOKENS = 8
+
+
+def prompt_text() -> str:
+    question, _ = QUESTIONS[0]
+    return f"<|user|>\n{question}<|eos|>\n<|assistant|>\n"
+
+
+def train_until_it_answers(model: Any, tokenizer: Any, folder: Path, steps: int, learning_rate: float) -> None:
+    from unsloth import UnslothTrainer, UnslothTrainingArguments
+
+    rows = [{"text": chat_text(question, answer)} for question, answer in QUESTIONS]
+    args = UnslothTrainingArguments(
+        output_dir=str(folder / "out"),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=1,
+        max_steps=steps,
+        warmup_steps=0,
+        learning_rate=learning_rate,
+        lr_scheduler_type="constant",
+        save_strategy="no",
+        max_seq_length=64,
+    )
+    UnslothTrainer(model, tokenizer, rows, args=args).train()
+
+
+def mlx_greedy(model: Any, prompt: List[int], count: int) -> Tuple[np.ndarray, List[int]]:
+    """The first generated position's logits and `count` greedy tokens, computed by the MLX model."""
+    import mlx.core as mx
+
+    model.eval()
+    sequence: List[int] = list(prompt)
+    first = None
+    for _ in range(count):
+        logits = model(mx.array([sequence])).astype(mx.float32)[0, -1]
+        first = np.array(logits, dtype=np.float64) if first is None else first
+        sequence.append(int(mx.argmax(logits).item()))
+    assert first is not None
+    return first, sequence[len(prompt) :]
+
+
+def llama_cpp_continuations(paths: Sequence[Path], text: str, count: int = NEW_TOKENS) -> Dict[str, dict]:
+    """llama.cpp's prompt tokens, first logits, greedy tokens and answer for each file, by file name."""
+    result = subprocess.run(
+        [sys.executable, str(RUNNER), text, str(count), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=NEUTRAL_CWD,
+        env={**os.environ, "UNSLOTH_MLX": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in result.stdout.strip().splitlines() if line.startswith("{")]
+    return {Path(row["path"]).name: row for row in rows}
+
+
+def agreement(reloaded: dict, tokens: List[int], first: np.ndarray) -> Tuple[int, float]:
+    """Greedy tokens equal to the MLX model's, and the first-position logits gap relative to the largest logit."""
+    equal = sum(mine == theirs for mine, theirs in zip(reloaded["tokens"], tokens))
+    gap = float(np.abs(np.array(reloaded["first_logits"]) - first).max() / np.abs(first).max())
+    return equal, gap

@@ -1,0 +1,231 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Hugging Face weights and config to GGUF tensors and metadata, for the families the notebooks train.
+
+Names come from the `gguf` package's per-architecture maps (`gguf.TensorNameMap`), which hold llama.cpp's names;
+what each family needs beyond renaming (llama's rotary row order, Gemma's `1 + weight` norms, Llama 3's rope
+frequency factors) is written here, and `write_gguf` stores the tensors in one llama.cpp type with `GGUFWriter`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from .gguf_tokenizer import TokenizerKeys
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one Hugging Face `model_type` becomes a llama.cpp architecture."""
+
+    architecture: str
+    permute_rotary: bool = False  # llama.cpp's llama graph expects the query/key rows interleaved per head
+    norm_offset: float = 0.0  # Gemma's norms scale by 1 + weight, llama.cpp's by the stored weight
+    tied_only: bool = False  # llama.cpp's graph has no separate output matrix
+
+
+FAMILIES = {
+    "llama": Family("llama", permute_rotary=True),
+    "mistral": Family("llama", permute_rotary=True),
+    "qwen2": Family("qwen2"),
+    "qwen3": Family("qwen3"),
+    "gemma2": Family("gemma2", norm_offset=1.0, tied_only=True),
+    "gemma3_text": Family("gemma3", norm_offset=1.0),
+    "phi3": Family("phi3"),
+}
+# The rope scalings each family's llama.cpp graph reproduces from the keys written here.
+_ROPE_TYPES = {"default", "linear", "llama3"}
+
+
+class UnsupportedModel(NotImplementedError):
+    """The model's architecture or one of its settings has no GGUF form here."""
+
+
+def family_for(config: Dict[str, Any]) -> Family:
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        raise UnsupportedModel(f"GGUF export on MLX supports the model types {', '.join(FAMILIES)}, not {model_type!r}")
+    return FAMILIES[str(model_type)]
+
+
+def head_dim(config: Dict[str, Any]) -> int:
+    return int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+
+
+def _rope_parameters(config: Dict[str, Any], layer_type: str = "full_attention") -> Dict[str, Any]:
+    """transformers 5 keeps rope settings in `rope_parameters`, per layer type where local layers differ."""
+    parameters = config.get("rope_parameters")
+    if not isinstance(parameters, dict):
+        return {}
+    return parameters.get(layer_type) or parameters
+
+
+def rope_base(config: Dict[str, Any], local: bool = False) -> float:
+    """The rotary base of the global layers, or with `local=True` of Gemma 3's local ones."""
+    if local:
+        parameters = config.get("rope_parameters")
+        sliding = parameters.get("sliding_attention") if isinstance(parameters, dict) else None
+        value = config.get("rope_local_base_freq") or (sliding or {}).get("rope_theta")
+        return float(value or 10000.0)
+    return float(config.get("rope_theta") or _rope_parameters(config).get("rope_theta") or 10000.0)
+
+
+def rope_scaling(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    scaling = config.get("rope_scaling") or _rope_parameters(config) or None
+    if scaling is None:
+        return None
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind not in _ROPE_TYPES:
+        raise UnsupportedModel(f"rope_scaling of type {kind!r} cannot be written to GGUF here (known: llama3, linear)")
+    return None if kind == "default" else {**scaling, "rope_type": kind}
+
+
+def llama3_rope_factors(config: Dict[str, Any], scaling: Dict[str, Any]) -> np.ndarray:
+    """Llama 3.1's per-frequency divisors: long wavelengths slowed by `factor`, short kept, a smooth band between."""
+    dims = head_dim(config)
+    factor = float(scaling.get("factor", 8.0))
+    low, high = float(scaling.get("low_freq_factor", 1.0)), float(scaling.get("high_freq_factor", 4.0))
+    context = float(scaling.get("original_max_position_embeddings", 8192))
+    factors = []
+    for index in range(0, dims, 2):
+        wavelength = 2 * math.pi * rope_base(config) ** (index / dims)
+        if wavelength < context / high:
+            factors.append(1.0)
+        elif wavelength > context / low:
+            factors.append(factor)
+        else:
+            blend = (context / wavelength - low) / (high - low)
+            factors.append(1.0 / ((1.0 - blend) / factor + blend))
+    return np.array(factors, dtype=np.float32)
+
+
+def interleave_rotary_rows(weight: np.ndarray, heads: int) -> np.ndarray:
+    """Reorder each head's rows from halves (Hugging Face) to interleaved pairs (llama.cpp's llama)."""
+    rows = weight.shape[0]
+    split = weight.reshape(heads, 2, rows // heads // 2, *weight.shape[1:])
+    return split.swapaxes(1, 2).reshape(weight.shape)
+
+
+def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+    """Every weight under its llama.cpp name, in llama.cpp's layout, as float32; an unmapped weight is an error."""
+    import gguf
+
+    family = family_for(config)
+    architecture = gguf.MODEL_ARCH[family.architecture.upper()]
+    names = gguf.TensorNameMap(architecture, int(config["num_hidden_layers"]))
+    heads, kv_heads = int(config["num_attention_heads"]), int(config.get("num_key_value_heads") or 0)
+    tensors: Dict[str, np.ndarray] = {}
+    for name, value in weights.items():
+        if family.tied_only and name == "lm_head.weight":
+            continue
+        target = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        if target is None:
+            raise UnsupportedModel(f"no llama.cpp {family.architecture} tensor for the weight {name!r}")
+        data = np.asarray(value, dtype=np.float32)
+        if family.permute_rotary and name.endswith("self_attn.q_proj.weight"):
+            data = interleave_rotary_rows(data, heads)
+        elif family.permute_rotary and name.endswith("self_attn.k_proj.weight"):
+            data = interleave_rotary_rows(data, kv_heads or heads)
+        if family.norm_offset and name.endswith("norm.weight"):
+            data = data + np.float32(family.norm_offset)
+        tensors[target] = data
+    scaling = rope_scaling(config)
+    if scaling is not None and scaling["rope_type"] == "llama3":
+        tensors["rope_freqs.weight"] = llama3_rope_factors(config, scaling)
+    return tensors
+
+
+def _sliding_layers(config: Dict[str, Any]) -> List[bool]:
+    """Gemma 3's local layers: all but every `sliding_window_pattern`-th."""
+    pattern = int(config.get("sliding_window_pattern") or 6)
+    return [(layer + 1) % pattern != 0 for layer in range(int(config["num_hidden_layers"]))]
+
+
+def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
+    """The `{arch}.*` keys llama.cpp builds the graph from."""
+    import gguf
+
+    family = family_for(config)
+    dims = head_dim(config)
+    writer.add_context_length(int(config.get("max_position_embeddings") or 4096))
+    writer.add_embedding_length(int(config["hidden_size"]))
+    writer.add_block_count(int(config["num_hidden_layers"]))
+    writer.add_feed_forward_length(int(config["intermediate_size"]))
+    writer.add_head_count(int(config["num_attention_heads"]))
+    writer.add_head_count_kv(int(config.get("num_key_value_heads") or config["num_attention_heads"]))
+    writer.add_key_length(dims)
+    writer.add_value_length(dims)
+    writer.add_rope_dimension_count(int(dims * float(config.get("partial_rotary_factor") or 1.0)))
+    writer.add_rope_freq_base(rope_base(config))
+    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps") or 1e-6))
+    scaling = rope_scaling(config)
+    if scaling is not None and scaling["rope_type"] == "linear":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(float(scaling["factor"]))
+    if family.architecture == "gemma2":
+        writer.add_float32("gemma2.attn_logit_softcapping", float(config.get("attn_logit_softcapping") or 50.0))
+        writer.add_float32("gemma2.final_logit_softcapping", float(config.get("final_logit_softcapping") or 30.0))
+        writer.add_sliding_window(int(config.get("sliding_window") or 4096))
+    if family.architecture == "gemma3":
+        writer.add_sliding_window(int(config.get("sliding_window") or 512))
+        writer.add_array("gemma3.attention.sliding_window_pattern", _sliding_layers(config))
+        writer.add_float32("gemma3.rope.freq_base_swa", rope_base(config, local=True))
+        if config.get("final_logit_softcapping"):
+            writer.add_float32("gemma3.final_logit_softcapping", float(config["final_logit_softcapping"]))
+
+
+def stored_type(data: np.ndarray, wanted: str) -> str:
+    """What one tensor is stored as: 1-D stays F32; a row the type's block does not divide falls back to F16."""
+    import gguf
+
+    if data.ndim < 2 or wanted == "F32":
+        return "F32"
+    block, _ = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[wanted]]
+    return wanted if data.shape[-1] % block == 0 else "F16"
+
+
+def _add_keys(writer: Any, keys: TokenizerKeys) -> None:
+    import gguf
+
+    for key, (value, value_type, item_type) in keys.items():
+        item = None if item_type is None else gguf.GGUFValueType[item_type]
+        writer.add_key_value(key, value, gguf.GGUFValueType[value_type], item)
+
+
+def write_gguf(
+    path: Path,
+    tensors: Dict[str, np.ndarray],
+    config: Dict[str, Any],
+    tokenizer: TokenizerKeys,
+    type_name: str,
+    file_type: Any,
+    name: str = "unsloth",
+) -> Dict[str, str]:
+    """Write one GGUF file with every matrix in `type_name`; returns each tensor's stored type."""
+    import gguf
+
+    family = family_for(config)
+    writer = gguf.GGUFWriter(str(path), family.architecture)
+    writer.add_name(name)
+    write_hyperparameters(writer, config)
+    _add_keys(writer, tokenizer)
+    writer.add_file_type(file_type)
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    stored = {}
+    for tensor_name, data in tensors.items():
+        stored[tensor_name] = stored_type(data, type_name)
+        if stored[tensor_name] == "F32":
+            writer.add_tensor(tensor_name, data)
+        else:
+            kind = gguf.GGMLQuantizationType[stored[tensor_name]]
+            writer.add_tensor(tensor_name, gguf.quants.quantize(np.ascontiguousarray(data), kind), raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return stored
