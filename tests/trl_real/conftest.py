@@ -72,7 +72,7 @@ def heavy_hf_tokenizer():
     """A 128k-vocabulary fast tokenizer (about 7 MiB pickled), built locally like the small one."""
     from transformers import PreTrainedTokenizerFast
 
-    from tools.tokenizer_kit import build_heavy_tokenizer
+    from tools.kits.tokenizer_kit import build_heavy_tokenizer
 
     return PreTrainedTokenizerFast(tokenizer_object=build_heavy_tokenizer(), eos_token=EOS_TOKEN, pad_token=PAD_TOKEN)
 

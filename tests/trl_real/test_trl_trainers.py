@@ -1,19 +1,18 @@
 """The real TRL trainers, built through unsloth, prepare their data with the policy's worker counts, then train.
 
-Every pool `datasets` builds is recorded on `multiprocess.pool.Pool.__init__` (tools/pool_spy.py). For each
+Every pool `datasets` builds is recorded on `multiprocess.pool.Pool.__init__` (tools/kits/pool_spy.py). For each
 trainer: auto on 1,000 rows, auto on 40,000 rows, explicit 1 and 0, and UNSLOTH_DATASET_NUM_PROC at 0 and 4.
 """
 
 from __future__ import annotations
 
-import warnings
 
 import pytest
 
 import unsloth  # noqa: F401  (installs the trl patch before trl is imported)
 import unsloth_num_proc
-from tools.fake_host import POLICY_ENV_VARS
-from tools.pool_spy import spy_pools
+from tools.kits.fake_host import POLICY_ENV_VARS
+from tools.kits.pool_spy import spy_pools
 
 trl = pytest.importorskip("trl")
 
@@ -42,8 +41,10 @@ def paired_rows(n):
 
 def reward_rows(n):
     rows = paired_rows(n)
-    return {"chosen": [p + c for p, c in zip(rows["prompt"], rows["chosen"])],
-            "rejected": [p + r for p, r in zip(rows["prompt"], rows["rejected"])]}
+    return {
+        "chosen": [p + c for p, c in zip(rows["prompt"], rows["chosen"])],
+        "rejected": [p + r for p, r in zip(rows["prompt"], rows["rejected"])],
+    }
 
 
 def unpaired_rows(n):
@@ -90,8 +91,15 @@ def _config(name, tmp_path, **fields):
 
     extra = TRAINERS[name][1]
     return getattr(trainers, f"{name}Config")(
-        output_dir=str(tmp_path), report_to="none", use_cpu=True, max_steps=2, per_device_train_batch_size=2,
-        logging_steps=1, save_strategy="no", **extra, **fields,
+        output_dir=str(tmp_path),
+        report_to="none",
+        use_cpu=True,
+        max_steps=2,
+        per_device_train_batch_size=2,
+        logging_steps=1,
+        save_strategy="no",
+        **extra,
+        **fields,
     )
 
 
@@ -124,7 +132,7 @@ def test_a_config_this_trl_no_longer_ships_is_named():
     from unsloth import trainers
 
     with pytest.raises(ImportError, match="does not ship PRMConfig"):
-        trainers.PRMConfig
+        _ = trainers.PRMConfig
 
 
 def test_patching_twice_changes_nothing():
@@ -177,7 +185,9 @@ def test_a_renamed_preparation_method_is_loud_and_still_sizes_maps(hf_tokenizer,
     assert getattr(renamed.__init__, patched_trainers.WRAPPED_MARKER)
 
 
-def test_a_heavy_tokenizer_keeps_every_step_of_the_preparation_in_process(heavy_hf_tokenizer, tiny_llama_for_heavy, tmp_path):
+def test_a_heavy_tokenizer_keeps_every_step_of_the_preparation_in_process(
+    heavy_hf_tokenizer, tiny_llama_for_heavy, tmp_path
+):
     # 16,000 rows give a light pipeline 2 or more workers; a 128k-vocabulary tokenizer (~7 MiB pickled) is
     # worth no pool at that size, so neither its tokenizing map nor the cheap maps around it (EOS, labels,
     # truncation, the filter) may build one.
@@ -188,6 +198,9 @@ def test_a_heavy_tokenizer_keeps_every_step_of_the_preparation_in_process(heavy_
     dataset = datasets.Dataset.from_dict(sft_rows(rows))
     with spy_pools() as log:
         trl.SFTTrainer(
-            model=tiny_llama_for_heavy, args=_config("SFT", tmp_path), train_dataset=dataset, processing_class=heavy_hf_tokenizer
+            model=tiny_llama_for_heavy,
+            args=_config("SFT", tmp_path),
+            train_dataset=dataset,
+            processing_class=heavy_hf_tokenizer,
         )
     assert log.process_pools() == []

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""A scoped hook on `datasets.Dataset.filter`: inside a sizing scope its `num_proc` is a constant.
+
+`Dataset.filter` puts `num_proc` into its fingerprint, so ranks that size it differently (a rank that sees less
+free memory) name its cache differently and recompute it, and every step after it. Inside a scope the filter
+is given `num_proc=None`; the map it runs inside is sized by the map hook like any other, and map fingerprints
+leave `num_proc` out. Outside a scope every call passes through untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from typing import Any, Callable
+
+HOOK_MARKER = "__unsloth_constant_filter__"
+# What every rank passes to the filter itself; the map inside it gets the sized count.
+FINGERPRINT_NUM_PROC = None
+
+_install_lock = threading.Lock()
+
+
+def _constant_filter(original: Any, in_scope: Callable[[], bool]) -> Any:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def filter(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not in_scope():
+            return original(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        bound.arguments["num_proc"] = FINGERPRINT_NUM_PROC
+        return original(*bound.args, **bound.kwargs)
+
+    setattr(filter, HOOK_MARKER, True)
+    return filter
+
+
+def install_filter_hook(in_scope: Callable[[], bool]) -> None:
+    """Put the pass-through hook on `datasets.Dataset.filter` once; `in_scope` says whether a scope is open."""
+    import datasets
+
+    with _install_lock:
+        if not getattr(datasets.Dataset.filter, HOOK_MARKER, False):
+            datasets.Dataset.filter = _constant_filter(datasets.Dataset.filter, in_scope)
