@@ -1,36 +1,165 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""The vision names CUDA notebooks import, present on MLX so the import works, refusing by name when used."""
+"""`FastVisionModel` on MLX: a vision-language model and its processor through mlx-vlm, LoRA on the layers a
+vision notebook picks, and the adapter's save and reload; `UnslothVisionDataCollator` lives in `vision_collator`.
+
+A folder holding only a saved vision adapter loads its base (quantized as it was when trained) with the adapter on
+top. `load_in_4bit` / `load_in_8bit` quantize the language model; the vision tower stays in floating point.
+"""
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+import math
+from pathlib import Path
+from types import MethodType
+from typing import Any, Optional, Sequence, Tuple
 
-ADVICE = "vision fine-tuning runs on CUDA Unsloth only; on MLX, load a text model with FastLanguageModel"
+import mlx.core as mx
+
+from unsloth_zoo.mlx.loading import resolve_model_folder
+
+from .arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE
+from .models import (
+    BASE_MODEL_ATTRIBUTE,
+    LOAD_DEFAULT_ONLY,
+    LOAD_INERT,
+    PEFT_DEFAULT_ONLY,
+    PEFT_INERT,
+    _check_keywords,
+    _dtype,
+    adapter_base,
+    load_bits,
+)
+from .quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
+from .vision_collator import UnslothVisionDataCollator
+from .vision_generation import attach_generate
+from .vision_merged import SOURCE_FOLDER_ATTRIBUTE, save_vision_merged
+from .vision_lora import (
+    VisionLoraSettings,
+    apply_vision_lora,
+    choose_paths,
+    load_vision_adapter,
+    read_vision_adapter,
+    save_vision_adapter,
+    vision_lora_settings,
+)
+from .vlm_backend import load_model_and_processor
+
+__all__ = ["FastVisionModel", "UnslothVisionDataCollator"]
+
+DEFAULT_MAX_SEQ_LENGTH = 2048
+VISION_LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit")
+VISION_PEFT_USED = (
+    "finetune_vision_layers",
+    "finetune_language_layers",
+    "finetune_attention_modules",
+    "finetune_mlp_modules",
+    "use_rslora",
+)
 
 
-def _refuse(what: str) -> NoReturn:
-    raise NotImplementedError(f"{what} is not available on MLX: {ADVICE}")
+def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = None, **_: Any) -> None:
+    """The adapter (with its base and quantization named) and the processor beside it."""
+    folder = Path(save_directory)
+    save_vision_adapter(model, folder)
+    if tokenizer is not None and hasattr(tokenizer, "save_pretrained"):
+        tokenizer.save_pretrained(str(folder))
+
+
+def _quantize_language(model: Any, bits: int) -> None:
+    quantize_model(model.language_model, bits)
+    setattr(model, QUANTIZATION_ATTRIBUTE, Quantization(bits))
 
 
 class FastVisionModel:
     @staticmethod
-    def from_pretrained(*args: Any, **kwargs: Any) -> NoReturn:
-        _refuse("FastVisionModel.from_pretrained")
+    def from_pretrained(
+        model_name: str | Path,
+        max_seq_length: Optional[int] = None,
+        dtype: Any = None,
+        load_in_4bit: bool = False,
+        full_finetuning: bool = False,
+        **kwargs: Any,
+    ) -> Tuple[Any, Any]:
+        """The model (a local folder or a Hub id) and its processor, as vision notebooks unpack them."""
+        _check_keywords("FastVisionModel.from_pretrained", kwargs, LOAD_INERT, LOAD_DEFAULT_ONLY, VISION_LOAD_USED)
+        bits = load_bits(load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning)
+        token, revision = kwargs.get("token"), kwargs.get("revision")
+        folder = resolve_model_folder(model_name, token=token, revision=revision)
+        adapter = read_vision_adapter(folder)
+        if adapter is not None:
+            base, bits = adapter_base(folder, adapter, bits)
+            model, processor = FastVisionModel.from_pretrained(
+                base, max_seq_length, dtype, load_in_4bit=bits == 4, load_in_8bit=bits == 8, token=token
+            )
+            return load_vision_adapter(model, folder, adapter), processor
+        if not folder.is_dir():
+            raise FileNotFoundError(f"no model folder at {folder}, and {str(model_name)!r} is not a Hub id (org/name)")
+        model, processor = load_model_and_processor(folder)
+        if dtype is not None:
+            model.set_dtype(_dtype(dtype))
+        if bits is not None:
+            _quantize_language(model, bits)
+        setattr(model, BASE_MODEL_ATTRIBUTE, str(model_name))
+        setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, int(max_seq_length or DEFAULT_MAX_SEQ_LENGTH))
+        setattr(model, SOURCE_FOLDER_ATTRIBUTE, str(folder))
+        model.save_pretrained = MethodType(_save_pretrained, model)
+        model.save_pretrained_merged = MethodType(save_vision_merged, model)
+        attach_generate(model, processor)
+        return model, processor
 
     @staticmethod
-    def get_peft_model(*args: Any, **kwargs: Any) -> NoReturn:
-        _refuse("FastVisionModel.get_peft_model")
+    def get_peft_model(
+        model: Any,
+        r: int = 16,
+        lora_alpha: float = 16,
+        lora_dropout: float = 0.0,
+        target_modules: Optional[Sequence[str] | str] = None,
+        random_state: int = 3407,
+        **kwargs: Any,
+    ) -> Any:
+        """LoRA on the layers the finetune_* switches pick (all four default to True); the model is returned."""
+        _check_keywords("FastVisionModel.get_peft_model", kwargs, PEFT_INERT, PEFT_DEFAULT_ONLY, VISION_PEFT_USED)
+        if vision_lora_settings(model) is not None:
+            raise ValueError("this model already has LoRA adapters; load the base again to start over")
+        names = (
+            None
+            if target_modules in (None, "all-linear")
+            else [target_modules]
+            if isinstance(target_modules, str)
+            else list(target_modules)
+        )
+        paths = choose_paths(
+            model,
+            vision=bool(kwargs.get("finetune_vision_layers", True)),
+            language=bool(kwargs.get("finetune_language_layers", True)),
+            attention=bool(kwargs.get("finetune_attention_modules", True)),
+            mlp=bool(kwargs.get("finetune_mlp_modules", True)),
+            target_modules=names,
+        )
+        # rsLoRA scales by alpha / sqrt(r); the layer divides by r, so alpha carries sqrt(r).
+        alpha = lora_alpha * math.sqrt(r) if kwargs.get("use_rslora") else lora_alpha
+        mx.random.seed(int(random_state))
+        quantization = model_quantization(model)
+        apply_vision_lora(
+            model,
+            VisionLoraSettings(
+                rank=int(r),
+                alpha=float(alpha),
+                dropout=float(lora_dropout),
+                paths=tuple(paths),
+                base_model=getattr(model, BASE_MODEL_ATTRIBUTE, None),
+                quantization=None if quantization is None else quantization.as_dict(),
+            ),
+        )
+        return model
 
     @staticmethod
-    def for_training(*args: Any, **kwargs: Any) -> NoReturn:
-        _refuse("FastVisionModel.for_training")
+    def for_inference(model: Any) -> Any:
+        model.eval()
+        return model
 
     @staticmethod
-    def for_inference(*args: Any, **kwargs: Any) -> NoReturn:
-        _refuse("FastVisionModel.for_inference")
-
-
-class UnslothVisionDataCollator:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        _refuse("UnslothVisionDataCollator")
+    def for_training(model: Any, use_gradient_checkpointing: Any = True) -> Any:
+        model.train()
+        return model

@@ -1,0 +1,245 @@
+"""Build tiny random-weight vision-language model folders that `mlx-vlm` loads offline, with their processors.
+
+`build_tiny_qwen25_vl(folder)` and `build_tiny_gemma3(folder)` write a config, safetensors made from mlx-vlm's own
+model classes, a byte-level BPE trained on the shared corpus with each family's special tokens, a chat template
+written here, and the image processor's settings, so vision tests never need a model hub.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Dict, List
+
+# Qwen 2.5 VL's turn and image markers, as its processor and model look them up by text.
+QWEN_SPECIAL = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+QWEN_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{%- elif part['type'] == 'text' %}{{ part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}<|im_end|>\n"
+    "{% endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+GEMMA_SPECIAL = ["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"]
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- for message in messages -%}"
+    "<start_of_turn>{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}<start_of_image>"
+    "{%- elif part['type'] == 'text' %}{{ part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}<end_of_turn>\n"
+    "{% endfor %}"
+    "{%- if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+# Small enough to train in seconds on two CPU cores: a 56x56 image is 16 patches, merged to 4 image tokens.
+QWEN_IMAGE_SIDE = 56
+GEMMA_IMAGE_SIDE = 32
+
+
+def _write_tokenizer(folder: Path, vocab_size: int, special: List[str], template: str, **named: str) -> Dict[str, int]:
+    """The corpus BPE with `special` added as special tokens; returns each special token's id."""
+    from transformers import PreTrainedTokenizerFast
+
+    from tools.kits.tokenizer_kit import build_tokenizer
+
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=build_tokenizer(vocab_size), pad_token="<|pad|>", eos_token="<|eos|>", **named
+    )
+    fast.add_special_tokens({"additional_special_tokens": special})
+    fast.chat_template = template
+    fast.save_pretrained(str(folder))
+    return {token: int(fast.convert_tokens_to_ids(token)) for token in [*special, "<|pad|>", "<|eos|>"]} | {
+        "__size__": len(fast)
+    }
+
+
+def _save_weights(folder: Path, model: object) -> None:
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    weights = dict(tree_flatten(model.parameters()))  # type: ignore[attr-defined]
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+
+
+def _model(family: Any, config: dict, seed: int) -> Any:
+    """The family's mlx-vlm model with seeded random weights, its sub-configs made objects as mlx-vlm's loader does."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_unflatten
+
+    settings = family.ModelConfig.from_dict(json.loads(json.dumps(config)))
+    settings.text_config = family.TextConfig.from_dict(settings.text_config)
+    settings.vision_config = family.VisionConfig.from_dict(settings.vision_config)
+    mx.random.seed(seed)
+    model = family.Model(settings)
+    # Gemma 3's projector starts as all ones (a checkpoint fills it); left so, every image would look the same.
+    flat = [(path, value) for path, value in tree_flatten(model.parameters()) if value.ndim == 2]
+    constant = [(path, value) for path, value in flat if (value == value.reshape(-1)[0]).all().item()]
+    model.update(
+        tree_unflatten([(path, mx.random.normal(value.shape) / value.shape[0] ** 0.5) for path, value in constant])
+    )
+    return model
+
+
+def _write_json(path: Path, value: dict) -> None:
+    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+
+
+def qwen25_vl_config(ids: Dict[str, int]) -> dict:
+    """Hugging Face's qwen2_5_vl field names, text fields at the top level as the real checkpoints have them."""
+    return {
+        "model_type": "qwen2_5_vl",
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": ids["__size__"],
+        "max_position_embeddings": 1024,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+        "tie_word_embeddings": True,
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "eos_token_id": [ids["<|im_end|>"], ids["<|eos|>"]],
+        "pad_token_id": ids["<|pad|>"],
+        "torch_dtype": "float32",
+        "vision_config": {
+            "model_type": "qwen2_5_vl",
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "out_hidden_size": 64,
+            "num_heads": 2,
+            "patch_size": 14,
+            "spatial_patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "window_size": 112,
+            "fullatt_block_indexes": [1],
+            "in_channels": 3,
+        },
+    }
+
+
+def build_tiny_qwen25_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Qwen 2.5 VL in `folder` (created if missing); returns its path."""
+    from mlx_vlm.models import qwen2_5_vl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = _write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE)
+    config = qwen25_vl_config(ids)
+    _write_json(folder / "config.json", config)
+    pixels = QWEN_IMAGE_SIDE * QWEN_IMAGE_SIDE
+    _write_json(
+        folder / "preprocessor_config.json",
+        {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "min_pixels": pixels, "max_pixels": pixels},
+    )
+    _save_weights(folder, _model(qwen2_5_vl, config, seed))
+    return folder
+
+
+def gemma3_config(ids: Dict[str, int]) -> dict:
+    """Hugging Face's gemma3 field names: a text config and a SigLIP vision config."""
+    tokens_per_image = 4
+    return {
+        "model_type": "gemma3",
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "image_token_index": ids["<image_soft_token>"],
+        "boi_token_index": ids["<start_of_image>"],
+        "eoi_token_index": ids["<end_of_image>"],
+        "mm_tokens_per_image": tokens_per_image,
+        "eos_token_id": [ids["<end_of_turn>"], ids["<|eos|>"]],
+        "pad_token_id": ids["<|pad|>"],
+        "vocab_size": ids["__size__"],
+        "hidden_size": 64,
+        "torch_dtype": "float32",
+        "text_config": {
+            "model_type": "gemma3_text",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "query_pre_attn_scalar": 16,
+            "vocab_size": ids["__size__"],
+            "sliding_window": 64,
+            "sliding_window_pattern": 2,
+            "mm_tokens_per_image": tokens_per_image,
+            "max_position_embeddings": 1024,
+        },
+        "vision_config": {
+            "model_type": "siglip_vision_model",
+            "num_hidden_layers": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_attention_heads": 2,
+            "patch_size": 8,
+            "image_size": GEMMA_IMAGE_SIDE,
+        },
+    }
+
+
+def build_tiny_gemma3(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Gemma 3 (vision) in `folder` (created if missing); returns its path."""
+    from mlx_vlm.models import gemma3
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = _write_tokenizer(
+        folder,
+        vocab_size,
+        GEMMA_SPECIAL,
+        GEMMA_TEMPLATE,
+        bos_token="<|system|>",
+        extra_special_tokens={
+            "boi_token": "<start_of_image>",
+            "eoi_token": "<end_of_image>",
+            "image_token": "<image_soft_token>",
+        },
+    )
+    config = gemma3_config(ids)
+    _write_json(folder / "config.json", config)
+    _write_json(
+        folder / "preprocessor_config.json",
+        {
+            "image_processor_type": "Gemma3ImageProcessor",
+            "processor_class": "Gemma3Processor",
+            "size": {"height": GEMMA_IMAGE_SIDE, "width": GEMMA_IMAGE_SIDE},
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "do_pan_and_scan": False,
+        },
+    )
+    _write_json(folder / "processor_config.json", {"processor_class": "Gemma3Processor", "image_seq_length": 4})
+    _save_weights(folder, _model(gemma3, config, seed))
+    return folder
+
+
+BUILDERS = {"qwen2_5_vl": build_tiny_qwen25_vl, "gemma3": build_tiny_gemma3}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("family", choices=sorted(BUILDERS))
+    parser.add_argument("folder")
+    parser.add_argument("--seed", type=int, default=0)
+    options = parser.parse_args(argv)
+    print(BUILDERS[options.family](options.folder, seed=options.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""`UnslothVisionDataCollator` on MLX: conversations with images made into token rows, answer masks and pixels.
+
+Each row's `messages` (image parts hold a PIL image, or a local file path) are rendered with the processor's chat
+template and run through the processor once. With `completion_only_loss` (the default) only the assistant turns
+count: a turn starts where the conversation before it, rendered with the generation prompt, ends. Image
+placeholder tokens never count. Options the MLX trainer cannot honour are refused by name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from .vlm_backend import image_token_id, process_conversation
+
+# Keyword: the value(s) that mean "nothing asked for", and what to do instead.
+REFUSED_OPTIONS: Dict[str, tuple] = {
+    "train_on_responses_only": ((None, False), "keep completion_only_loss=True, which trains only the answers"),
+    "instruction_part": ((None,), "completion_only_loss finds the answers from the chat template"),
+    "response_part": ((None,), "completion_only_loss finds the answers from the chat template"),
+    "force_match": ((None, True), "completion_only_loss finds the answers from the chat template"),
+    "num_proc": ((None,), "rows are encoded in-process, once, when the trainer is built"),
+    "pad_to_multiple_of": ((None,), "the trainer pads its batches itself"),
+    "resize_dimension": ((None, 0), "use resize= with 'min', 'max', a side length or (width, height)"),
+    "snap_to_patch_size": ((None, False), "the processor sizes images to its patches itself"),
+    "ignore_index": ((None, -100), "the MLX trainer masks the loss with booleans, not a label value"),
+    "return_tensors": ((None, "pt", "np", "mlx"), "batches are MLX arrays"),
+}
+RESIZE_CHOICES = ("min", "max", None)
+
+
+class EncodedRow(NamedTuple):
+    ids: np.ndarray
+    # True where the token is a training target.
+    mask: np.ndarray
+    # Each processor output other than the token ids and attention mask (pixel_values, image_grid_thw, ...).
+    features: Dict[str, np.ndarray]
+
+
+def _quiet(value: Any, quiet: tuple) -> bool:
+    return any(value is item or (type(value) is type(item) and value == item) for item in quiet)
+
+
+def refuse_options(options: Dict[str, Any]) -> None:
+    unknown = sorted(set(options) - set(REFUSED_OPTIONS))
+    if unknown:
+        raise TypeError(f"UnslothVisionDataCollator got unexpected keyword argument(s): {', '.join(unknown)}")
+    asked = [name for name, value in options.items() if not _quiet(value, REFUSED_OPTIONS[name][0])]
+    if asked:
+        hints = "; ".join(f"{name}={options[name]!r}: {REFUSED_OPTIONS[name][1]}" for name in asked)
+        raise NotImplementedError(f"UnslothVisionDataCollator on MLX cannot honour {hints}")
+
+
+def _check_resize(resize: Any) -> Any:
+    if resize in RESIZE_CHOICES:
+        return resize
+    if isinstance(resize, int) and not isinstance(resize, bool) and resize > 0:
+        return resize
+    if (
+        isinstance(resize, (tuple, list))
+        and len(resize) == 2
+        and all(isinstance(side, int) and side > 0 for side in resize)
+    ):
+        return tuple(resize)
+    raise ValueError(f"resize={resize!r}: use 'min', 'max', None, a positive side length or (width, height)")
+
+
+def _open_image(value: Any) -> Any:
+    """A PIL image as it is; a local path opened (nothing is downloaded)."""
+    from PIL import Image
+
+    if isinstance(value, Image.Image):
+        return value
+    if isinstance(value, (str, Path)) and Path(value).is_file():
+        return Image.open(value)
+    if isinstance(value, dict) and value.get("bytes"):
+        import io
+
+        return Image.open(io.BytesIO(value["bytes"]))
+    raise ValueError(
+        f"an image part holds {type(value).__name__} {str(value)[:60]!r}: give a PIL image or a local file"
+    )
+
+
+class UnslothVisionDataCollator:
+    """What a vision notebook passes as `data_collator`; the MLX trainer reads its processor and settings."""
+
+    def __init__(
+        self,
+        model: Any,
+        processor: Any,
+        max_seq_length: Optional[int] = None,
+        formatting_func: Optional[Callable[[Any], Any]] = None,
+        resize: Any = "min",
+        completion_only_loss: bool = True,
+        **options: Any,
+    ) -> None:
+        refuse_options(options)
+        if processor is None or not hasattr(processor, "apply_chat_template"):
+            raise TypeError(
+                "UnslothVisionDataCollator(model, processor): the second argument must be the processor "
+                "FastVisionModel.from_pretrained returned"
+            )
+        self.model = model
+        self.processor = processor
+        self.max_seq_length = None if max_seq_length is None else int(max_seq_length)
+        self.formatting_func = formatting_func
+        self.resize = _check_resize(resize)
+        self.image_size = None if self.resize in RESIZE_CHOICES else self.resize
+        self.completion_only_loss = bool(completion_only_loss)
+
+    # ---- one row ----
+
+    def messages(self, row: Any) -> List[Dict[str, Any]]:
+        formatted = self.formatting_func(row) if self.formatting_func is not None else row
+        if isinstance(formatted, dict):
+            formatted = formatted.get("messages", formatted.get("conversations"))
+        if not isinstance(formatted, list) or not formatted:
+            raise ValueError(
+                "UnslothVisionDataCollator needs each row to be {'messages': [...]} (or formatting_func to return "
+                f"the messages); got {type(row).__name__} with {sorted(row) if isinstance(row, dict) else 'no keys'}"
+            )
+        return formatted
+
+    def _images(self, messages: Sequence[Dict[str, Any]], row: Any) -> List[Any]:
+        """Every image part in order; a part without its image takes the next one of the row's `images` column."""
+        spare = list(row.get("images") or []) if isinstance(row, dict) else []
+        found = []
+        for message in messages:
+            content = message.get("content")
+            for part in content if isinstance(content, list) else []:
+                if isinstance(part, dict) and part.get("type") == "image":
+                    value = part.get("image", part.get("path", part.get("url")))
+                    if value is None:
+                        if not spare:
+                            raise ValueError("an image part has no image, and the row's images column has none left")
+                        value = spare.pop(0)
+                    found.append(self._sized(_open_image(value)))
+        return found
+
+    def _sized(self, image: Any) -> Any:
+        image = image.convert("RGB")
+        if isinstance(self.resize, int):
+            scale = self.resize / max(image.size)
+            return image.resize((max(1, round(image.size[0] * scale)), max(1, round(image.size[1] * scale))))
+        if isinstance(self.resize, tuple):
+            return image.resize(self.resize)
+        return image
+
+    def _render(self, messages: Sequence[Dict[str, Any]], generation_prompt: bool) -> str:
+        return str(
+            self.processor.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
+        )
+
+    def _length(self, messages: Sequence[Dict[str, Any]], images: List[Any], generation_prompt: bool) -> int:
+        text = self._render(messages, generation_prompt)
+        return len(process_conversation(self.processor, text, images[: self._count_images(messages)])["input_ids"])
+
+    @staticmethod
+    def _count_images(messages: Sequence[Dict[str, Any]]) -> int:
+        return sum(
+            1
+            for message in messages
+            if isinstance(message.get("content"), list)
+            for part in message["content"]
+            if isinstance(part, dict) and part.get("type") == "image"
+        )
+
+    def encode(self, row: Any) -> EncodedRow:
+        """One row's token ids, its training mask and its image features (numpy)."""
+        messages = self.messages(row)
+        images = self._images(messages, row)
+        processed = process_conversation(self.processor, self._render(messages, False), images)
+        ids = np.asarray(processed.pop("input_ids"), dtype=np.int32)
+        processed.pop("attention_mask", None)
+        mask = np.zeros(len(ids), dtype=bool)
+        if self.completion_only_loss:
+            for index, message in enumerate(messages):
+                if message.get("role") == "assistant":
+                    start = self._length(messages[:index], images, True)
+                    end = self._length(messages[: index + 1], images, False)
+                    mask[start:end] = True
+        else:
+            mask[:] = True
+        mask &= ids != image_token_id(self.processor, self.model)
+        if not mask.any():
+            raise ValueError("a row has no assistant answer to train on (completion_only_loss needs an assistant turn)")
+        if self.max_seq_length is not None and len(ids) > self.max_seq_length:
+            cut = ids[self.max_seq_length :]
+            if (cut == image_token_id(self.processor, self.model)).any():
+                raise ValueError(
+                    f"a row is {len(ids)} tokens with its image, longer than max_seq_length={self.max_seq_length}, "
+                    "and cutting it would cut the image; raise max_seq_length or make the images smaller (resize=)"
+                )
+            ids, mask = ids[: self.max_seq_length], mask[: self.max_seq_length]
+        return EncodedRow(ids, mask, {name: np.asarray(value) for name, value in processed.items()})
+
+    def __call__(self, rows: Sequence[Any]) -> Dict[str, Any]:
+        """A padded batch as Hugging Face collators return it: input_ids, attention_mask, labels (-100) and pixels."""
+        encoded = [self.encode(row) for row in rows]
+        width = max(len(row.ids) for row in encoded)
+        pad = int(getattr(getattr(self.processor, "tokenizer", self.processor), "pad_token_id", None) or 0)
+        ids = np.full((len(encoded), width), pad, dtype=np.int32)
+        attention = np.zeros((len(encoded), width), dtype=np.int32)
+        labels = np.full((len(encoded), width), -100, dtype=np.int32)
+        for slot, row in enumerate(encoded):
+            ids[slot, : len(row.ids)] = row.ids
+            attention[slot, : len(row.ids)] = 1
+            labels[slot, : len(row.ids)] = np.where(row.mask, row.ids, -100)
+        batch: Dict[str, Any] = {"input_ids": ids, "attention_mask": attention, "labels": labels}
+        for name in encoded[0].features:
+            batch[name] = np.concatenate([row.features[name] for row in encoded], axis=0)
+        return batch

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""`save_pretrained_merged` for a vision model on MLX: LoRA folded into the base weights, written as a model folder
+mlx-vlm loads (config, safetensors, processor files); the trained model keeps its adapters."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Dict
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
+
+from .quantize import dense_layer
+from .vision_lora import vision_lora_settings
+
+MERGED_METHODS = ("merged_16bit", "merged_32bit")
+SOURCE_FOLDER_ATTRIBUTE = "unsloth_source_folder"
+SOURCE_FILES = ("config.json", "preprocessor_config.json", "processor_config.json", "generation_config.json")
+
+
+def merged_weights(model: Any) -> Dict[str, Any]:
+    """Every weight with LoRA folded in and quantized layers back in floating point; the model is left as it is."""
+    weights = dict(tree_flatten(model.parameters()))
+    settings = vision_lora_settings(model)
+    replaced = {
+        path: module.fuse(dequantize=True)
+        for path, module in model.named_modules()
+        if path in set(settings.paths if settings else ())
+    }
+    for path, module in model.named_modules():
+        inside_lora = any(path == done or path.startswith(done + ".") for done in replaced)
+        if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding)) and not inside_lora:
+            replaced[path] = dense_layer(module)
+    for path, module in replaced.items():
+        weights = {name: value for name, value in weights.items() if not name.startswith(path + ".")}
+        weights.update({f"{path}.{name}": value for name, value in tree_flatten(module.parameters())})
+    return weights
+
+
+def save_vision_merged(
+    model: Any, save_directory: str | Path, tokenizer: Any = None, save_method: str = "merged_16bit", **_: Any
+) -> Path:
+    if save_method not in MERGED_METHODS:
+        raise NotImplementedError(
+            f"save_method={save_method!r} is not available for vision models on MLX; use {' or '.join(MERGED_METHODS)}"
+        )
+    folder = Path(save_directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = merged_weights(model)
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    source = Path(getattr(model, SOURCE_FOLDER_ATTRIBUTE))
+    for name in SOURCE_FILES:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, folder / name)
+    if tokenizer is not None and hasattr(tokenizer, "save_pretrained"):
+        tokenizer.save_pretrained(str(folder))
+    return folder

@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""The MLX trainer with `UnslothVisionDataCollator`: rows encoded once by the collator, batches with their images.
+
+The backend batches token rows as for text; this view also keeps each row's image features, and the step
+function gathers the features of the rows a batch read, runs the model on tokens and images together, and
+weighs the loss by the collator's answer masks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, NamedTuple, Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+from unsloth_zoo.mlx.data import TokenizedRows
+
+from .train_data import TrainRows
+from .vision_collator import UnslothVisionDataCollator
+from .vlm_backend import causal_logits, check_family
+
+
+class VisionRows(NamedTuple):
+    rows: TokenizedRows
+    masks: List[np.ndarray]
+    features: List[Dict[str, np.ndarray]]
+
+
+def vision_collator(collator: Any) -> Optional[UnslothVisionDataCollator]:
+    return collator if isinstance(collator, UnslothVisionDataCollator) else None
+
+
+def _rows(dataset: Any) -> List[Any]:
+    if hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
+        return [dataset[index] for index in range(len(dataset))]
+    raise ValueError("UnslothVisionDataCollator on MLX needs a dataset with a length (a list or a datasets.Dataset)")
+
+
+def encode_vision_rows(
+    collator: UnslothVisionDataCollator, dataset: Any, max_seq_length: int, completion_only_loss: Optional[bool] = None
+) -> VisionRows:
+    """Every row through the collator once; the collator's own max_seq_length wins over the trainer's, and the
+    config's completion_only_loss, when given, over the collator's."""
+    if collator.max_seq_length is None:
+        collator.max_seq_length = int(max_seq_length)
+    if completion_only_loss is not None:
+        collator.completion_only_loss = bool(completion_only_loss)
+    encoded = [collator.encode(row) for row in _rows(dataset)]
+    if not encoded:
+        raise ValueError("the training dataset has no rows")
+    return VisionRows(
+        TokenizedRows([row.ids for row in encoded]), [row.mask for row in encoded], [row.features for row in encoded]
+    )
+
+
+def refuse_completion_only_loss(value: Any) -> None:
+    if value:
+        raise NotImplementedError(
+            "completion_only_loss=True trains only the answers of a vision model (with UnslothVisionDataCollator) "
+            "on MLX; for a text model call train_on_responses_only(trainer) instead"
+        )
+
+
+def refuse_vision_eval(eval_dataset: Any) -> None:
+    if eval_dataset is not None:
+        raise NotImplementedError(
+            "UnslothVisionDataCollator on MLX trains without an eval_dataset: the evaluation loss would be "
+            "computed without the images; build the trainer without eval_dataset"
+        )
+
+
+class VisionTrainRows(TrainRows):
+    """Training rows with each source row's image features; remembers which rows the last batch read."""
+
+    def __init__(self, source: TokenizedRows, masks: List[np.ndarray], features: List[Dict[str, np.ndarray]]):
+        super().__init__(source)
+        self.features = features
+        self.last_read: List[int] = []
+        self.set_masks(masks)
+
+    def take_read_masks(self, width: int) -> np.ndarray:
+        self.last_read = list(self._read)
+        return super().take_read_masks(width)
+
+    def read_features(self) -> Dict[str, mx.array]:
+        """The features of the rows last read, joined along the first axis in batch order."""
+        joined: Dict[str, List[np.ndarray]] = {}
+        for index in self.last_read:
+            for name, value in self.features[index].items():
+                joined.setdefault(name, []).append(value)
+        return {name: mx.array(np.concatenate(values, axis=0)) for name, values in joined.items()}
+
+
+def vision_loss(
+    model: Any, tokens: mx.array, lengths: mx.array, weights: mx.array, features: Dict[str, mx.array]
+) -> Any:
+    """Mean next-token loss over the masked targets inside each row's length, and their count."""
+    extras = dict(features)
+    pixel_values = extras.pop("pixel_values", None)
+    logits = causal_logits(model, tokens[:, :-1], pixel_values, extras)
+    targets = tokens[:, 1:]
+    positions = mx.arange(targets.shape[1])[None, :]
+    keep = (positions < (lengths[:, None] - 1)) * weights[:, 1:]
+    per_token = nn.losses.cross_entropy(logits, targets) * keep
+    count = keep.sum()
+    return per_token.astype(mx.float32).sum() / mx.maximum(count, 1), count
+
+
+def vision_step(model: Any, rows: VisionTrainRows) -> Any:
+    """The trainer's forward/backward for image batches (uncompiled: each batch's images differ in shape)."""
+    check_family(model)
+    loss_and_grad = nn.value_and_grad(model, vision_loss)
+
+    def forward_backward(tokens: Any, lengths: Any) -> Any:
+        weights = mx.array(rows.take_read_masks(tokens.shape[1]))
+        (loss, count), grads = loss_and_grad(model, tokens, lengths, weights, rows.read_features())
+        return loss, count, grads
+
+    return forward_backward
