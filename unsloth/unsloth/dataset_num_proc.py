@@ -77,9 +77,9 @@ WORKER_MEMORY_BUDGET_GB = 1.0
 MEMORY_BUDGET_FRACTION = 0.5
 ZOO_MIN_ROWS_FOR_MULTIPROC = 5000
 # Auto-sizing gives each worker at least this many rows, plus this many per MiB of pickled closure each worker
-# must unpickle; below that a worker costs more than it saves (`nox -s bench`: 8,000 rows of tokenizing ran
-# 10 to 20% faster in-process than with 2 workers along the zoo's own map path).
-AUTO_MIN_ROWS_PER_WORKER = 5000
+# must unpickle; below that a worker costs more than it saves (`nox -s bench`: the demo's 20,000 rows ran no
+# faster with 2 workers than in-process, at 3.1 times the memory; 80,000 rows ran 1.2 times faster with 2).
+AUTO_MIN_ROWS_PER_WORKER = 12500
 AUTO_ROWS_PER_CLOSURE_MIB = 2500
 CGROUP_ROOT = "/sys/fs/cgroup"
 PROC_SELF_CGROUP = "/proc/self/cgroup"
@@ -844,11 +844,12 @@ def _auto_rows_stage(sizing: _Sizing) -> Optional[NumProcDecision]:
     if rows is None or rows // rows_per_worker >= sizing.count:
         return None
     sizing.count = rows // rows_per_worker
-    reason = f"{_show_int(rows)} rows give {_show_int(rows_per_worker)} rows to at most {sizing.count} workers"
     if sizing.count < 2:
-        sizing.step(None, reason)
+        sizing.step(None, f"{_show_int(rows)} rows cannot give 2 workers {_show_int(rows_per_worker)} rows each")
         return sizing.decide(None, "rows")
-    sizing.step(sizing.count, reason)
+    sizing.step(
+        sizing.count, f"{_show_int(rows)} rows give {sizing.count} workers {_show_int(rows_per_worker)} rows each"
+    )
     return None
 
 
