@@ -73,3 +73,12 @@ def test_forcing_advice_keeps_a_small_request_as_it_is(host, caplog):
     host(cpu_count=64, available_memory_gb=20)
     policy.get_dataset_num_proc(64)
     assert f"{policy.NUM_PROC_ENV_VAR}=64 to force 64 workers" in warnings_logged(caplog)[0]
+
+
+def test_the_rows_step_says_how_many_rows_each_worker_gets(host):
+    # It read "8000 rows give 5000 rows to at most 1 workers" when the rows kept the map in-process.
+    host(cpu_count=64, available_memory_gb=512)
+    alone = policy.explain_dataset_num_proc(rows=8000).steps[-1].reason
+    assert alone == "8000 rows cannot give 2 workers 5000 rows each"
+    shared = policy.explain_dataset_num_proc(rows=16000).steps[-1].reason
+    assert shared == "16000 rows give 3 workers 5000 rows each"

@@ -274,8 +274,8 @@ def test_explicit_and_serial_requests_reach_the_policy(host):
 
 def test_rows_reach_the_policy(host):
     host(cpu_count=64)
-    assert both_layers(rows=30000) == (2, 2)  # 30000 // 12500 = 2 workers
-    assert both_layers(rows=100) == (None, 1)  # 100 // 12500 = 0: in-process
+    assert both_layers(rows=12000) == (2, 2)  # 12000 // 5000 = 2 workers
+    assert both_layers(rows=100) == (None, 1)  # 100 // 5000 = 0: in-process
 
 
 def test_non_fork_start_method_is_the_policys_veto(host):
@@ -451,7 +451,7 @@ def test_format_sites_build_the_pool_the_studio_rules_allow(real_pool_host):
 
 @pytest.mark.slow
 def test_format_sites_keep_small_datasets_in_process(real_pool_host):
-    # Auto on 64 CPUs would be 8 workers, but 2 rows give no worker its 12,500 rows.
+    # Auto on 64 CPUs would be 8 workers, but 2 rows give no worker its 5000 rows.
     real_pool_host(cpu_count=64)
     with spy_pools() as log:
         converted = data_formats.alpaca_to_chat(datasets.Dataset.from_dict(ALPACA_ROWS))

@@ -33,14 +33,14 @@ class _Weight:
 def test_a_heavy_weight_keeps_every_map_in_process_and_is_pickled_once():
     weight = _Weight(7 * MIB)
     scope = map_scope.Scope(None, weight)
-    assert [map_scope.map_num_proc(scope, 40_000, LIGHT_MAP) for _ in range(4)] == [None] * 4
+    assert [map_scope.map_num_proc(scope, 16_000, LIGHT_MAP) for _ in range(4)] == [None] * 4
     assert weight.attempts == 1
 
 
 def test_a_weight_that_cannot_be_pickled_is_tried_once_and_then_ignored():
     weight = _Weight(None)
     scope = map_scope.Scope(None, weight)
-    assert [map_scope.map_num_proc(scope, 40_000, LIGHT_MAP) for _ in range(4)] == [3] * 4
+    assert [map_scope.map_num_proc(scope, 16_000, LIGHT_MAP) for _ in range(4)] == [3] * 4
     assert weight.attempts == 1
 
 
@@ -48,10 +48,10 @@ def test_small_maps_leave_the_weight_unpickled_until_one_has_room_for_workers():
     weight = _Weight(7 * MIB)
     scope = map_scope.Scope(None, weight)
     assert map_scope.map_num_proc(scope, 8, LIGHT_MAP) is None and weight.attempts == 0
-    assert map_scope.map_num_proc(scope, 40_000, LIGHT_MAP) is None and weight.attempts == 1
+    assert map_scope.map_num_proc(scope, 16_000, LIGHT_MAP) is None and weight.attempts == 1
 
 
 def test_an_explicit_request_never_pickles_the_weight():
     weight = _Weight(7 * MIB)
-    assert map_scope.map_num_proc(map_scope.Scope(4, weight), 40_000, LIGHT_MAP) == 4
+    assert map_scope.map_num_proc(map_scope.Scope(4, weight), 16_000, LIGHT_MAP) == 4
     assert weight.attempts == 0

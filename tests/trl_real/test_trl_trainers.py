@@ -188,12 +188,12 @@ def test_a_renamed_preparation_method_is_loud_and_still_sizes_maps(hf_tokenizer,
 def test_a_heavy_tokenizer_keeps_every_step_of_the_preparation_in_process(
     heavy_hf_tokenizer, tiny_llama_for_heavy, tmp_path
 ):
-    # 30,000 rows give a light pipeline 2 workers; a 128k-vocabulary tokenizer (~7 MiB pickled) is worth no
-    # pool at that size, so neither its tokenizing map nor the cheap maps around it (EOS, labels, truncation,
-    # the filter) may build one.
+    # 16,000 rows give a light pipeline 2 or more workers; a 128k-vocabulary tokenizer (~7 MiB pickled) is
+    # worth no pool at that size, so neither its tokenizing map nor the cheap maps around it (EOS, labels,
+    # truncation, the filter) may build one.
     import datasets
 
-    rows = 30_000
+    rows = 16_000
     assert unsloth_num_proc.load_policy().get_dataset_num_proc(None, rows=rows) is not None
     dataset = datasets.Dataset.from_dict(sft_rows(rows))
     with spy_pools() as log:

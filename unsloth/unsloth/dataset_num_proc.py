@@ -77,9 +77,9 @@ WORKER_MEMORY_BUDGET_GB = 1.0
 MEMORY_BUDGET_FRACTION = 0.5
 ZOO_MIN_ROWS_FOR_MULTIPROC = 5000
 # Auto-sizing gives each worker at least this many rows, plus this many per MiB of pickled closure each worker
-# must unpickle; below that a worker costs more than it saves (`nox -s bench`: the demo's 20,000 rows ran no
-# faster with 2 workers than in-process, at 3.1 times the memory; 80,000 rows ran 1.2 times faster with 2).
-AUTO_MIN_ROWS_PER_WORKER = 12500
+# must unpickle; below that a worker costs more than it saves (`nox -s bench`: 8,000 rows of tokenizing ran
+# 10 to 20% faster in-process than with 2 workers along the zoo's own map path).
+AUTO_MIN_ROWS_PER_WORKER = 5000
 AUTO_ROWS_PER_CLOSURE_MIB = 2500
 CGROUP_ROOT = "/sys/fs/cgroup"
 PROC_SELF_CGROUP = "/proc/self/cgroup"
