@@ -89,3 +89,43 @@ def test_a_wrapper_hiding_datasets_map_is_named_once_and_maps_run_in_process():
     named = [message for message in seen["warnings"] if "__main__.install.<locals>.map" in message]
     assert len(named) == 1, seen["warnings"]
     assert "in-process" in named[0]
+
+
+FILTER_PROBE = textwrap.dedent(
+    """
+    import json, sys, warnings
+    sys.path.insert(0, {repo!r})
+    import datasets
+    own = datasets.Dataset.filter
+
+    def filter(self, *args, **kwargs):  # a plain wrapper, put on before unsloth hooks the filter
+        return own(self, *args, **kwargs)
+
+    datasets.Dataset.filter = filter
+    import unsloth
+    from unsloth.trl_patch.map_scope import sized_maps
+
+    rows = datasets.Dataset.from_dict({{"x": list(range(1000))}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with sized_maps(None):
+            kept = {{n: rows.filter(lambda row: row["x"] % 2 == 0, num_proc=n) for n in (2, 3)}}
+    print(json.dumps({{n: [len(ds), ds._fingerprint] for n, ds in kept.items()}}))
+    """
+)
+
+
+def test_a_plain_wrapper_on_filter_still_gets_the_constant_num_proc():
+    # TRL passes its config's num_proc to Dataset.filter by name, and the filter's fingerprint holds it: ranks whose
+    # configs differ must still name one cache. Behind a `*args, **kwargs` wrapper the old hook bound against the
+    # wrapper and left each rank's own num_proc in place.
+    env = {key: value for key, value in os.environ.items() if key != "UNSLOTH_DATASET_NUM_PROC"}
+    env["UNSLOTH_MLX"] = "0"
+    code = FILTER_PROBE.format(repo=str(REPO))
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["2"][0] == seen["3"][0] == 500
+    assert seen["2"][1] == seen["3"][1], seen

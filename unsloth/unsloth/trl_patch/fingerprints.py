@@ -11,9 +11,10 @@ leave `num_proc` out. Outside a scope every call passes through untouched.
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 from typing import Any, Callable
+
+from .own_signature import datasets_own_signature
 
 HOOK_MARKER = "__unsloth_constant_filter__"
 # What every rank passes to the filter itself; the map inside it gets the sized count.
@@ -23,11 +24,15 @@ _install_lock = threading.Lock()
 
 
 def _constant_filter(original: Any, in_scope: Callable[[], bool]) -> Any:
-    signature = inspect.signature(original)
+    # datasets' own signature, not a wrapper's `*args, **kwargs`, which would drop a num_proc set by name.
+    signature = datasets_own_signature(original)
 
     @functools.wraps(original)
     def filter(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not in_scope():
+            return original(self, *args, **kwargs)
+        if signature is None:  # hidden: trl passes num_proc by name, so the keyword is the one to pin
+            kwargs["num_proc"] = FINGERPRINT_NUM_PROC
             return original(self, *args, **kwargs)
         bound = signature.bind(self, *args, **kwargs)
         bound.arguments["num_proc"] = FINGERPRINT_NUM_PROC

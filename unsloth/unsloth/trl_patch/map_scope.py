@@ -20,14 +20,14 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
-import inspect
 import threading
 import warnings
-from typing import Any, Iterator, List, Optional, Set
+from typing import Any, Iterator, Optional
 
 import unsloth_num_proc
 
 from .fingerprints import install_filter_hook
+from .own_signature import datasets_own_signature
 from .ranks import main_first_turn, watch_main_first
 
 HOOK_MARKER = "__unsloth_sized_map__"
@@ -69,53 +69,12 @@ class MapSignatureHidden(RuntimeWarning):
     """A wrapper on `Dataset.map` hides datasets' own signature, so the hook cannot place `num_proc`."""
 
 
-# How far the search for datasets' own `map` goes through wrappers before it gives up.
-_SEARCH_LIMIT = 64
-
-
-def _is_datasets_map(candidate: Any) -> bool:
-    module = getattr(candidate, "__module__", None) or ""
-    try:
-        return module.split(".")[0] == "datasets" and "num_proc" in inspect.signature(candidate).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _inner_callables(candidate: Any) -> Iterator[Any]:
-    """What a wrapper may call: its `__wrapped__`, its closure's cells, the globals its code names."""
-    function = getattr(candidate, "__func__", candidate)
-    yield getattr(function, "__wrapped__", None)
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            yield cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-    code, scope = getattr(function, "__code__", None), getattr(function, "__globals__", None) or {}
-    for name in getattr(code, "co_names", ()):
-        yield scope.get(name)
-
-
-def datasets_map_signature(current: Any) -> Optional[inspect.Signature]:
-    """The signature of datasets' own `Dataset.map` behind `current`, whatever wrappers sit in front; None if hidden."""
-    pending: List[Any] = [current]
-    seen: Set[int] = set()
-    while pending and len(seen) < _SEARCH_LIMIT:
-        candidate = pending.pop(0)
-        if candidate is None or not callable(candidate) or id(candidate) in seen:
-            continue
-        seen.add(id(candidate))
-        if _is_datasets_map(candidate):
-            return inspect.signature(candidate)
-        pending.extend(_inner_callables(candidate))
-    return None
-
-
 def _describe(function: Any) -> str:
     return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
 
 
 def _sized_map(original: Any) -> Any:
-    signature = datasets_map_signature(original)
+    signature = datasets_own_signature(original)
     if signature is None:
         warnings.warn(
             f"unsloth cannot find datasets' own Dataset.map behind {_describe(original)}, so it cannot size the "
