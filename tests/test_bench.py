@@ -40,14 +40,18 @@ def test_summary_finds_the_oracle_and_scores_the_policy():
 
 
 def test_sweep_doubles_up_to_twice_the_usable_cpus():
+    asked = []
+
     class Policy:
         @staticmethod
-        def get_dataset_num_proc(rows=None, closure=None):
+        def get_dataset_num_proc(rows=None, closure=None, batched=None):
+            asked.append((rows, batched))
             return None
 
     candidates = bench.candidates_for(bench.WORKLOADS["a"], Policy, usable_cpus=6)
     assert [value for label, value in candidates.items() if label.startswith("sweep")] == [2, 4, 8]
     assert candidates["in-process (None)"] is None and candidates["num_proc=1"] == 1
+    assert asked == [(8_000, True)]  # the policy is asked about the batched map the direct path runs
 
 
 def test_unknown_workload_is_a_usage_error():

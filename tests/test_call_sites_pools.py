@@ -124,11 +124,11 @@ def test_the_serial_hatch_builds_no_pool_whatever_is_requested(tokenizer, site, 
 
 @pytest.mark.parametrize("site", ["zoo.sft_prepare_dataset", "family.sft", "unsloth.train_on_responses_only"])
 def test_serial_stays_serial_where_the_site_would_auto_size(tokenizer, real_host, site):
-    # Enough rows that auto-sizing uses workers: the zoo's threshold, and two workers' worth of rows even after
+    # Enough rows that auto-sizing uses workers: the zoo's threshold, and two batched workers' worth of rows even after
     # the small test tokenizer's closure weight (well under a MiB) is added to each worker's share.
     rows = max(
         real_host.ZOO_MIN_ROWS_FOR_MULTIPROC,
-        2 * (real_host.AUTO_MIN_ROWS_PER_WORKER + real_host.AUTO_ROWS_PER_CLOSURE_MIB),
+        2 * (real_host.AUTO_MIN_ROWS_PER_BATCHED_WORKER + real_host.AUTO_ROWS_PER_CLOSURE_MIB),
     )
     _, auto_pools = mapped(site, None, tokenizer, rows)
     if not auto_pools:

@@ -45,6 +45,16 @@ def test_the_default_run_on_1000_rows_stays_in_process():
     assert figures["wall time"].endswith(" s") and float(figures["wall time"][:-2]) > 0
 
 
+def test_the_default_20000_rows_stay_in_process_on_any_host():
+    # The demo's map is batched into a fast tokenizer: 20,000 rows cannot give 2 workers 12,500 rows each.
+    out = io.StringIO()
+    assert demo.main([], stdout=out) == 0
+    figures = _figures(out.getvalue())
+    assert figures["num_proc"] == "None (in-process)" and figures["map kind"] == "a batched map"
+    assert figures["decided by"] in {"rows", "memory", "platform"}
+    assert "over 1 process(es)" in figures["peak memory (tree RSS)"]
+
+
 @pytest.mark.slow
 def test_80000_rows_get_the_policys_workers():
     import unsloth_num_proc

@@ -237,8 +237,8 @@ MUTANTS = [
         id="random-record",
     ),
     pytest.param(
-        "main_first=main_first,\n    ).value",
-        "main_first=main_first,\n    ).value or 1",
+        "batched=batched,\n    ).value",
+        "batched=batched,\n    ).value or 1",
         "record_matches_value",
         id="get-disagrees-with-record",
     ),

@@ -5,6 +5,7 @@ Numbers in comments are the hand arithmetic behind each expected value.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import logging
@@ -672,6 +673,72 @@ def test_rows_keep_small_auto_maps_in_process(host, rows, expected):
     # 8,000 rows of tokenizing ran faster in-process than with 2 workers on the zoo's path (`nox -s bench`).
     host(cpu_count=64, available_memory_gb=512)  # 8 by CPUs; rows // 5000 bounds it
     assert policy.get_dataset_num_proc(rows=rows) == expected
+
+
+@pytest.mark.parametrize(
+    "rows, batched, expected",
+    [
+        (20000, True, None),  # 20,000 // 12,500 = 1: the demo's map stays in-process
+        (24999, True, None),
+        (25000, True, 2),
+        (100000, True, 8),  # 100,000 // 12,500 = 8
+        (20000, False, 4),  # 20,000 // 5,000 = 4: a per-row map repays workers sooner
+        (20000, None, 4),  # not said: the per-row floor
+    ],
+)
+def test_batched_maps_ask_more_rows_of_each_worker(host, rows, batched, expected):
+    # A batched fast tokenizer already uses every core in-process; a per-row map runs Python once a row.
+    host(cpu_count=64, available_memory_gb=512)
+    assert policy.get_dataset_num_proc(rows=rows, batched=batched) == expected
+
+
+def test_a_batched_maps_floor_adds_the_closure_weight(host):
+    host(cpu_count=64, available_memory_gb=512)
+    # 12,500 + 2 x 2,500 = 17,500 rows per worker: 34,999 rows give 1, 35,000 give 2.
+    assert policy.get_dataset_num_proc(rows=34999, closure_bytes=2 * MIB, batched=True) is None
+    assert policy.get_dataset_num_proc(rows=35000, closure_bytes=2 * MIB, batched=True) == 2
+
+
+def test_the_rows_step_says_the_map_is_batched(host):
+    host(cpu_count=64, available_memory_gb=512)
+    decision = policy.explain_dataset_num_proc(rows=20000, batched=True)
+    assert decision.batched is True and decision.steps[-1].reason == (
+        "20000 rows cannot give 2 workers 12500 rows each (a batched map)"
+    )
+    assert "batched map" in decision.format_table()
+    assert policy.explain_dataset_num_proc(rows=20000).batched is None
+    assert policy.explain_dataset_num_proc(rows=20000, batched=False).steps[-1].reason == (
+        "20000 rows give 4 workers 5000 rows each (a per-row map)"
+    )
+
+
+def test_batched_never_bounds_an_explicit_request(host):
+    host(cpu_count=64, available_memory_gb=512)
+    assert policy.get_dataset_num_proc(3, rows=20000, batched=True) == 3
+
+
+@pytest.mark.parametrize(
+    "flag, batched, value", [("--batched", True, None), ("--no-batched", False, 4), (None, None, 4)]
+)
+def test_the_cli_says_whether_the_map_is_batched(host, flag, batched, value):
+    host(cpu_count=64, available_memory_gb=512)
+    out = io.StringIO()
+    assert policy.main(["--rows", "20000", "--json"] + ([flag] if flag else []), stdout=out) == 0
+    record = json.loads(out.getvalue())
+    assert (record["batched"], record["value"]) == (batched, value)
+
+
+class _Falsehood:
+    def __bool__(self):
+        raise RuntimeError("no truth value here")
+
+
+def test_an_unreadable_batched_warns_once_and_takes_the_per_row_floor(host, caplog):
+    host(cpu_count=64, available_memory_gb=512)
+    assert policy.get_dataset_num_proc(rows=20000, batched=_Falsehood()) == 4
+    assert policy.get_dataset_num_proc(rows=20000, batched=_Falsehood()) == 4
+    messages = [m for m in warnings_logged(caplog) if "batched" in m]
+    assert len(messages) == 1 and "per-row" in messages[0]
 
 
 def test_rows_never_bound_an_explicit_request(host):

@@ -460,6 +460,23 @@ def test_format_sites_keep_small_datasets_in_process(real_pool_host):
     assert rendered[0]["text"] == "<|user|>\nName the colour of the sky.<|eos|>\n<|assistant|>\nBlue.<|eos|>\n"
 
 
+def double_rows(example: dict) -> dict:
+    numbers = example["n"]
+    return {"n": [2 * n for n in numbers] if isinstance(numbers, list) else 2 * numbers}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batched, pools", [(True, []), (False, [2])])
+def test_a_studio_map_tells_the_policy_whether_it_is_batched(real_pool_host, batched, pools):
+    # 10,000 rows give 2 per-row workers 5,000 rows each, but not 2 batched workers 12,500 rows each.
+    real_pool_host(cpu_count=64)
+    dataset = datasets.Dataset.from_dict({"n": list(range(10_000))})
+    with spy_pools() as log:
+        doubled = map_site.run_map(dataset, double_rows, desc="doubling", batched=batched, load_from_cache_file=False)
+    assert log.process_pools() == pools
+    assert doubled[9_999]["n"] == 19_998
+
+
 PARENT_PID = os.getpid()
 
 

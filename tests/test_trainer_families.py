@@ -323,12 +323,12 @@ def test_wrapper_masks_everything_before_the_response(real_host, tokenizer):
 @pytest.fixture
 def large_rows(real_host):
     """A row count the zoo auto-sizes, skipping where auto-sizing would stay in-process (then serial looks the same)."""
-    # Enough for 2 workers even with a closure of up to 1 MiB to weigh.
+    # Enough for 2 batched workers even with a closure of up to 1 MiB to weigh.
     rows = max(
         real_host.ZOO_MIN_ROWS_FOR_MULTIPROC,
-        2 * (real_host.AUTO_MIN_ROWS_PER_WORKER + real_host.AUTO_ROWS_PER_CLOSURE_MIB),
+        2 * (real_host.AUTO_MIN_ROWS_PER_BATCHED_WORKER + real_host.AUTO_ROWS_PER_CLOSURE_MIB),
     )
-    if real_host.get_dataset_num_proc(None, rows=rows) is None:
+    if real_host.get_dataset_num_proc(None, rows=rows, batched=True) is None:
         pytest.skip("this host auto-sizes in-process, so serial and auto cannot be told apart here")
     return rows
 

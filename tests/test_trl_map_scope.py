@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
+import datasets
+import multiprocess  # the real module, imported before the fake host replaces it
 import pytest
 
 from tools.kits.fake_host import HostProfile, apply_host
+from tools.kits.pool_spy import spy_pools
 from unsloth.trl_patch import map_scope
 from unsloth_zoo import dataset_num_proc as zoo_policy
 
@@ -55,3 +60,49 @@ def test_an_explicit_request_never_pickles_the_weight():
     weight = _Weight(7 * MIB)
     assert map_scope.map_num_proc(map_scope.Scope(4, weight), 16_000, LIGHT_MAP) == 4
     assert weight.attempts == 0
+
+
+def test_a_batched_map_asks_more_rows_of_each_worker():
+    # 16,000 // 12,500 = 1 batched worker; 16,000 // 5,000 = 3 per-row workers.
+    assert map_scope.map_num_proc(map_scope.Scope(None), 16_000, LIGHT_MAP, batched=True) is None
+    assert map_scope.map_num_proc(map_scope.Scope(None), 16_000, LIGHT_MAP, batched=False) == 3
+    assert map_scope.map_num_proc(map_scope.Scope(None, _Weight(10)), 16_000, LIGHT_MAP, batched=True) is None
+
+
+def _identity(row):
+    return row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("map_kwargs, pools", [({"batched": True}, []), ({"batched": False}, [3]), ({}, [3])])
+def test_the_hook_reads_batched_from_the_call_or_datasets_default(monkeypatch, map_kwargs, pools):
+    # The fake host's start-method module cannot build pools; the real one (fork, on Linux) can.
+    monkeypatch.setitem(sys.modules, "multiprocess", multiprocess)
+    rows = datasets.Dataset.from_dict({"x": list(range(16_000))})
+    with spy_pools() as log, map_scope.sized_maps(None):
+        mapped = rows.map(_identity, load_from_cache_file=False, **map_kwargs)
+    assert len(mapped) == 16_000
+    assert log.process_pools() == pools
+
+
+def _keep_even(row):
+    return row["x"] % 2 == 0
+
+
+def _keep_even_batch(batch):
+    return [x % 2 == 0 for x in batch["x"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "predicate, filter_kwargs, pools", [(_keep_even, {}, [3]), (_keep_even_batch, {"batched": True}, [])]
+)
+def test_a_filter_is_sized_by_its_own_batched_not_its_inner_maps(monkeypatch, predicate, filter_kwargs, pools):
+    # Dataset.filter runs its predicate through a batched map whatever the predicate is; a per-row predicate
+    # runs Python once a row, so its map asks a per-row worker's 5,000 rows: 16,000 // 5,000 = 3.
+    monkeypatch.setitem(sys.modules, "multiprocess", multiprocess)
+    rows = datasets.Dataset.from_dict({"x": list(range(16_000))})
+    with spy_pools() as log, map_scope.sized_maps(None):
+        kept = rows.filter(predicate, load_from_cache_file=False, **filter_kwargs)
+    assert len(kept) == 8_000
+    assert log.process_pools() == pools

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
-from tools.bench_run import AUTO, WORKLOADS
+from tools.bench_run import AUTO, DIRECT_BATCHED, WORKLOADS
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 2**20
@@ -46,7 +46,9 @@ def candidates_for(workload, policy, usable_cpus: int) -> dict:
     candidates = {
         "in-process (None)": None,
         "num_proc=1": 1,
-        "policy": policy.get_dataset_num_proc(rows=workload.rows, closure=mapped_closure(workload)),
+        "policy": policy.get_dataset_num_proc(
+            rows=workload.rows, closure=mapped_closure(workload), batched=DIRECT_BATCHED
+        ),
         "old heuristic": old_heuristic(),
     }
     count = 2

@@ -41,7 +41,7 @@ REQUIRED_API = (
     "is_auto_request",
 )
 # Keywords the map sites pass; a policy whose deciding functions lack one predates that site.
-REQUIRED_KEYWORDS = ("rows", "closure_bytes", "closure", "main_first")
+REQUIRED_KEYWORDS = ("rows", "closure_bytes", "closure", "main_first", "batched")
 
 logger = logging.getLogger(__name__)
 _load_lock = threading.Lock()
@@ -133,14 +133,16 @@ def map_num_proc(
     closure: Any = None,
     closure_bytes: Optional[int] = None,
     main_first: Optional[str] = None,
+    batched: Optional[bool] = None,
 ) -> Optional[int]:
     """`num_proc` for one map (None = in-process, never 1): the policy's answer, or None when no policy loads.
-    `main_first` ("main" / "rest") says the map runs inside a main-first block of local ranks."""
+    `main_first` ("main" / "rest") says the map runs inside a main-first block of local ranks; `batched` is the
+    map's own argument (a batched map asks more rows of each worker)."""
     policy = load_policy()
     if policy is None:
         return None
     return policy.get_dataset_num_proc(
-        request, rows=rows, closure=closure, closure_bytes=closure_bytes, main_first=main_first
+        request, rows=rows, closure=closure, closure_bytes=closure_bytes, main_first=main_first, batched=batched
     )
 
 
@@ -160,14 +162,15 @@ def sized_map(
     dataset: Any, function: Any, request: Any = None, *, sizer: Optional[Callable[..., Any]] = None, **map_kwargs: Any
 ) -> Any:
     """`dataset.map(function, **map_kwargs)` sized by the policy's `sized_map` (rows, closure, diagnostics);
-    with no policy it runs in-process, or with what `sizer(request, rows=..., closure=...)` answers."""
+    with no policy it runs in-process, or with what `sizer(request, rows=..., closure=..., batched=...)` answers."""
     policy = load_policy()
     if policy is not None:
         return policy.sized_map(dataset, function, request, sizer=sizer, **map_kwargs)
     if not hasattr(dataset, "__len__"):
         map_kwargs.pop("desc", None)
         return dataset.map(function, **map_kwargs)
-    workers = None if sizer is None else sizer(request, rows=len(dataset), closure=function)
+    batched = map_kwargs.get("batched", False)
+    workers = None if sizer is None else sizer(request, rows=len(dataset), closure=function, batched=batched)
     return dataset.map(function, num_proc=workers, **map_kwargs)
 
 

@@ -28,11 +28,13 @@ def dataset_map_num_proc(
     rows: Optional[int] = None,
     closure_bytes: Optional[int] = None,
     closure: Any = None,
+    batched: Optional[bool] = None,
 ) -> Optional[int]:
     """`num_proc` for a map() call (serial_as_none=True: in-process is None) or a config (False: in-process is 1).
 
     `rows` and the mapped function (`closure`, weighed by the policy only when the rows leave room for workers,
-    or its size as `closure_bytes`), when known, let the policy keep small maps in-process. When no policy module can be
+    or its size as `closure_bytes`), when known, let the policy keep small maps in-process, and a `batched` map
+    asks more rows of each worker. When no policy module can be
     loaded at all, the answer is `safe_num_proc(desired)` in the same encoding, and the hatch is not read.
     """
     policy = unsloth_num_proc.load_policy()
@@ -48,6 +50,6 @@ def dataset_map_num_proc(
         # A worker forked after the XPU was initialised inherits a device context it cannot use.
         return policy.get_dataset_num_proc(IN_PROCESS_REQUEST, serial_as_none=serial_as_none)
     answer = policy.get_dataset_num_proc(
-        desired, serial_as_none=serial_as_none, rows=rows, closure_bytes=closure_bytes, closure=closure
+        desired, serial_as_none=serial_as_none, rows=rows, closure_bytes=closure_bytes, closure=closure, batched=batched
     )
     return apply_multi_gpu_cap(answer)

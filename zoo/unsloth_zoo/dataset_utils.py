@@ -15,6 +15,8 @@ from .dataset_num_proc import NumProcDecision, explain_dataset_num_proc, map_req
 __all__ = ["encode_texts", "explain_sft_num_proc", "sft_prepare_dataset", "train_on_responses_only"]
 
 IGNORE_INDEX = -100
+# The SFT map hands whole batches to the tokenizer; its explanation and its map must size the same map.
+SFT_MAP_BATCHED = True
 DEFAULT_MAX_LENGTH = 2048
 
 
@@ -61,7 +63,10 @@ def explain_sft_num_proc(
 ) -> NumProcDecision:
     """The policy's decision for the map `sft_prepare_dataset` runs on `dataset`, with its rows and closure known."""
     return explain_dataset_num_proc(
-        map_request(args), rows=len(dataset), closure=_sft_tokenizer(tokenizer, args, formatting_func)
+        map_request(args),
+        rows=len(dataset),
+        closure=_sft_tokenizer(tokenizer, args, formatting_func),
+        batched=SFT_MAP_BATCHED,
     )
 
 
@@ -81,7 +86,13 @@ def sft_prepare_dataset(
     tokenize = _sft_tokenizer(tokenizer, args, formatting_func)
     columns = list(dataset.column_names or []) if hasattr(dataset, "column_names") else None
     return sized_map(
-        dataset, tokenize, map_request(args), batched=True, batch_size=batch_size, remove_columns=columns, desc=desc
+        dataset,
+        tokenize,
+        map_request(args),
+        batched=SFT_MAP_BATCHED,
+        batch_size=batch_size,
+        remove_columns=columns,
+        desc=desc,
     )
 
 

@@ -26,8 +26,8 @@ from typing import Any, Iterator, Optional
 
 import unsloth_num_proc
 
-from .fingerprints import install_filter_hook
-from .own_signature import datasets_own_signature
+from .fingerprints import enclosing_filter_batched, install_filter_hook
+from .own_signature import datasets_own_signature, default_of
 from .ranks import main_first_turn, watch_main_first
 
 HOOK_MARKER = "__unsloth_sized_map__"
@@ -46,14 +46,14 @@ class Scope:
     weight_bytes: Optional[int] = None
 
 
-def map_num_proc(scope: Scope, rows: Optional[int], payload: Any) -> Optional[int]:
-    """The `num_proc` one map gets: the policy's answer, with rows and (for auto) the closure weight known."""
+def map_num_proc(scope: Scope, rows: Optional[int], payload: Any, batched: Optional[bool] = None) -> Optional[int]:
+    """The `num_proc` one map gets: the policy's answer, with rows, `batched` and (for auto) the closure weight known."""
     policy = unsloth_num_proc.load_policy()
     if policy is None:
         return None
     if scope.weight is not None and scope.weight_bytes is None and unsloth_num_proc.is_auto_request(scope.request):
         floor = policy.explain_dataset_num_proc(
-            scope.request, rows=rows, closure=scope.weight, main_first=main_first_turn()
+            scope.request, rows=rows, closure=scope.weight, main_first=main_first_turn(), batched=batched
         )
         scope.weight_bytes = floor.closure_bytes
         if floor.value is None:
@@ -61,7 +61,12 @@ def map_num_proc(scope: Scope, rows: Optional[int], payload: Any) -> Optional[in
         if floor.closure_bytes is None:
             scope.weight = None  # weighed and unpicklable: no later map tries again
     return unsloth_num_proc.map_num_proc(
-        scope.request, rows=rows, closure_bytes=scope.weight_bytes, closure=payload, main_first=main_first_turn()
+        scope.request,
+        rows=rows,
+        closure_bytes=scope.weight_bytes,
+        closure=payload,
+        main_first=main_first_turn(),
+        batched=batched,
     )
 
 
@@ -97,7 +102,9 @@ def _sized_map(original: Any) -> Any:
             bound = signature.bind(self, *args, **kwargs)
             function = bound.arguments.get("function")
             fn_kwargs = bound.arguments.get("fn_kwargs")
-            workers = map_num_proc(scope, len(self), (function, fn_kwargs))
+            # A filter runs its predicate through a batched map whatever the predicate is: its own `batched` counts.
+            batched = enclosing_filter_batched(bound.arguments.get("batched", default_of(signature, "batched")))
+            workers = map_num_proc(scope, len(self), (function, fn_kwargs), batched)
             bound.arguments["num_proc"] = workers
             with unsloth_num_proc.map_diagnostics(workers):
                 return original(*bound.args, **bound.kwargs)

@@ -38,6 +38,12 @@ def _inner_callables(candidate: Any) -> Iterator[Any]:
         yield scope.get(name)
 
 
+def default_of(signature: inspect.Signature, name: str) -> Any:
+    """`name`'s default in `signature`; None where that datasets release has no such parameter."""
+    parameter = signature.parameters.get(name)
+    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+
+
 def datasets_own_signature(current: Any) -> Optional[inspect.Signature]:
     """The signature of the datasets method (one taking `num_proc`) behind `current`; None if a wrapper hides it."""
     pending: List[Any] = [current]
