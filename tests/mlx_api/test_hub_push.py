@@ -19,6 +19,8 @@ from .conftest import NEUTRAL_CWD, REPO_ROOT
 
 OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT")
 TOKEN = "hf_StandInSecret0123456789"
+# A token only the environment holds, as a user who ran `export HF_TOKEN=...` has.
+ENVIRONMENT_TOKEN = "hf_EnvironmentSecret9876543210"
 
 UPLOADS = r"""
 import json, logging, sys
@@ -43,6 +45,16 @@ try:
 except HubUploadError as error:
     refused = {{"message": str(error), "repr": repr(error), "cause": repr(error.__cause__),
                "context": repr(error.__context__)}}
+hub.record.echo_authorization = True
+# The echo comes back as a response header, which the HTTP client itself logs at DEBUG; our lines stay checked.
+for name in ("httpcore", "httpcore2"):
+    logging.getLogger(name).setLevel(logging.INFO)
+os.environ["HF_TOKEN"] = {environment_token!r}
+try:
+    model.push_to_hub("me/echoed")
+    echoed = None
+except HubUploadError as error:
+    echoed = str(error)
 record = hub.record
 print(json.dumps({{
     "created": record.created,
@@ -50,6 +62,7 @@ print(json.dumps({{
     "token_in_files": any({token!r}.encode() in data for files in record.files.values() for data in files.values()),
     "authorizations": sorted(set(a for a in record.authorizations if a)),
     "refused": refused,
+    "echoed": echoed,
 }}))
 """
 
@@ -58,12 +71,15 @@ print(json.dumps({{
 def uploads(tiny_model_dir: Path) -> dict:
     environment = {key: value for key, value in os.environ.items() if key not in OFFLINE_SWITCHES}
     environment["UNSLOTH_MLX"] = "1"
-    code = UPLOADS.format(root=str(REPO_ROOT), model=str(tiny_model_dir), token=TOKEN)
+    code = UPLOADS.format(
+        root=str(REPO_ROOT), model=str(tiny_model_dir), token=TOKEN, environment_token=ENVIRONMENT_TOKEN
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=environment, cwd=NEUTRAL_CWD
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert TOKEN not in result.stderr, "the token appeared in a log line"
+    assert ENVIRONMENT_TOKEN not in result.stderr, "the environment's token appeared in a log line"
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     answer["stderr"] = result.stderr
     return answer
@@ -78,12 +94,19 @@ def test_each_push_creates_its_repository_and_uploads_what_the_save_writes(uploa
 
 
 def test_the_token_is_sent_to_the_hub_and_nowhere_else(uploads: dict) -> None:
-    assert uploads["authorizations"] == [f"Bearer {TOKEN}"]
+    assert uploads["authorizations"] == [f"Bearer {ENVIRONMENT_TOKEN}", f"Bearer {TOKEN}"]
     assert not uploads["token_in_files"]
     refused = uploads["refused"]
     assert refused is not None and "me/refused" in refused["message"] and "401" in refused["message"]
     assert all(TOKEN not in text for text in refused.values())
     assert refused["cause"] == "None" and refused["context"] == "None"
+
+
+def test_a_token_from_hf_token_is_scrubbed_from_the_message_too(uploads: dict) -> None:
+    # The stand-in echoed each request's Authorization header into the error's first line, as a proxy might.
+    echoed = uploads["echoed"]
+    assert echoed is not None and "me/echoed" in echoed and "401" in echoed
+    assert "Bearer ***" in echoed and ENVIRONMENT_TOKEN not in echoed
 
 
 def test_offline_push_names_the_repository_and_the_cause(load_public, caplog) -> None:

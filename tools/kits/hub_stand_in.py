@@ -23,6 +23,9 @@ class HubRecord:
     unknown: List[str] = field(default_factory=list)
     # An HTTP status every call gets instead of an answer (a refused token, a server error), when set.
     fail_with: Optional[int] = None
+    # With fail_with: name the request by the Authorization it carried (a proxy that echoes headers), so the
+    # client's one-line error carries the token.
+    echo_authorization: bool = False
 
 
 def _handler(record: HubRecord) -> type:
@@ -30,9 +33,11 @@ def _handler(record: HubRecord) -> type:
         def log_message(self, format: str, *args: object) -> None:  # the test's output stays quiet
             return
 
-        def _answer(self, status: int, body: object) -> None:
+        def _answer(self, status: int, body: object, request_id: str = "") -> None:
             data = json.dumps(body).encode()
             self.send_response(status)
+            if request_id:
+                self.send_header("X-Request-Id", request_id)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -50,7 +55,8 @@ def _handler(record: HubRecord) -> type:
             record.authorizations.append(self.headers.get("Authorization", ""))
             body = self._body()
             if record.fail_with is not None:
-                self._answer(record.fail_with, {"error": "refused by the stand-in"})
+                echoed = self.headers.get("Authorization", "") if record.echo_authorization else ""
+                self._answer(record.fail_with, {"error": "refused by the stand-in"}, request_id=echoed)
                 return
             parts = self.path.split("?", 1)[0].strip("/").split("/")
             if parts[:3] == ["api", "repos", "create"]:

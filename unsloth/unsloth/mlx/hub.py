@@ -4,12 +4,14 @@
 `tokenizer.push_to_hub`, each saving into a temporary folder and sending it through `huggingface_hub`.
 
 `HF_ENDPOINT`, `HF_TOKEN` and `HF_HUB_OFFLINE` mean what they mean to `huggingface_hub`. Any failure (offline,
-refused, unreachable) becomes one `HubUploadError` naming the repository and the cause; the token is scrubbed
-from that text and the original exception is not chained, so it cannot surface in a traceback or a log.
+refused, unreachable) becomes one `HubUploadError` naming the repository and the cause; every token the upload
+could have sent (the argument, `HF_TOKEN`, the stored login) is scrubbed from that text and the original exception is not chained, so it cannot surface in a traceback or a log.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -19,8 +21,25 @@ class HubUploadError(RuntimeError):
     """A push to the Hub failed; the message names the repository and the cause."""
 
 
+# Shorter values are not plausible tokens, and replacing them would garble the message.
+MIN_SCRUBBED_LENGTH = 8
+
+
+def _known_tokens(token: Optional[str]) -> list:
+    """Every token `huggingface_hub` could have sent, read without any network call; longest first."""
+    candidates = [token, os.environ.get("HF_TOKEN"), os.environ.get("HUGGING_FACE_HUB_TOKEN")]
+    with contextlib.suppress(Exception):
+        from huggingface_hub import constants
+
+        candidates.append(Path(constants.HF_TOKEN_PATH).read_text())
+    tokens = {candidate.strip() for candidate in candidates if isinstance(candidate, str)}
+    return sorted((t for t in tokens if len(t) >= MIN_SCRUBBED_LENGTH), key=len, reverse=True)
+
+
 def _scrubbed(text: str, token: Optional[str]) -> str:
-    return text.replace(token, "***") if token else text
+    for secret in _known_tokens(token):
+        text = text.replace(secret, "***")
+    return text
 
 
 def _cause(error: BaseException) -> str:
