@@ -73,18 +73,6 @@ def _identity(row):
     return row
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("map_kwargs, pools", [({"batched": True}, []), ({"batched": False}, [3]), ({}, [3])])
-def test_the_hook_reads_batched_from_the_call_or_datasets_default(monkeypatch, map_kwargs, pools):
-    # The fake host's start-method module cannot build pools; the real one (fork, on Linux) can.
-    monkeypatch.setitem(sys.modules, "multiprocess", multiprocess)
-    rows = datasets.Dataset.from_dict({"x": list(range(16_000))})
-    with spy_pools() as log, map_scope.sized_maps(None):
-        mapped = rows.map(_identity, load_from_cache_file=False, **map_kwargs)
-    assert len(mapped) == 16_000
-    assert log.process_pools() == pools
-
-
 def _keep_even(row):
     return row["x"] % 2 == 0
 
@@ -93,16 +81,34 @@ def _keep_even_batch(batch):
     return [x % 2 == 0 for x in batch["x"]]
 
 
+@pytest.fixture
+def in_scope(monkeypatch):
+    """Run `operation(rows)` on 16,000 real rows inside an auto scope; its result and the pools it built."""
+    # The fake host's start-method module cannot build pools; the real one (fork, on Linux) can.
+    monkeypatch.setitem(sys.modules, "multiprocess", multiprocess)
+
+    def run(operation):
+        rows = datasets.Dataset.from_dict({"x": list(range(16_000))})
+        with spy_pools() as log, map_scope.sized_maps(None):
+            result = operation(rows)
+        return result, log.process_pools()
+
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("map_kwargs, pools", [({"batched": True}, []), ({"batched": False}, [3]), ({}, [3])])
+def test_the_hook_reads_batched_from_the_call_or_datasets_default(in_scope, map_kwargs, pools):
+    mapped, built = in_scope(lambda rows: rows.map(_identity, load_from_cache_file=False, **map_kwargs))
+    assert (len(mapped), built) == (16_000, pools)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "predicate, filter_kwargs, pools", [(_keep_even, {}, [3]), (_keep_even_batch, {"batched": True}, [])]
 )
-def test_a_filter_is_sized_by_its_own_batched_not_its_inner_maps(monkeypatch, predicate, filter_kwargs, pools):
+def test_a_filter_is_sized_by_its_own_batched_not_its_inner_maps(in_scope, predicate, filter_kwargs, pools):
     # Dataset.filter runs its predicate through a batched map whatever the predicate is; a per-row predicate
     # runs Python once a row, so its map asks a per-row worker's 5,000 rows: 16,000 // 5,000 = 3.
-    monkeypatch.setitem(sys.modules, "multiprocess", multiprocess)
-    rows = datasets.Dataset.from_dict({"x": list(range(16_000))})
-    with spy_pools() as log, map_scope.sized_maps(None):
-        kept = rows.filter(predicate, load_from_cache_file=False, **filter_kwargs)
-    assert len(kept) == 8_000
-    assert log.process_pools() == pools
+    kept, built = in_scope(lambda rows: rows.filter(predicate, load_from_cache_file=False, **filter_kwargs))
+    assert (len(kept), built) == (8_000, pools)
