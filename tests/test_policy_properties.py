@@ -295,11 +295,12 @@ def _timed(function: Any, *args: Any, **kwargs: Any) -> Any:
     rows=odd_values,
     closure_bytes=odd_values,
     main_first=st.one_of(st.sampled_from([None, "main", "rest", "MAIN", ""]), odd_values),
+    batched=odd_values,
 )
-def test_the_policy_on_any_host_with_any_request(host, desired, rows, closure_bytes, main_first):
+def test_the_policy_on_any_host_with_any_request(host, desired, rows, closure_bytes, main_first, batched):
     policy.reset_warning_state()
     with simulated(host), warnings_seen() as warnings:
-        sizes = dict(rows=rows, closure_bytes=closure_bytes, main_first=main_first)
+        sizes = dict(rows=rows, closure_bytes=closure_bytes, main_first=main_first, batched=batched)
         at_map = _timed(policy.get_dataset_num_proc, desired, **sizes)
         first_warnings = list(warnings)
         at_config = _timed(policy.get_dataset_num_proc, desired, serial_as_none=False, **sizes)
@@ -328,10 +329,22 @@ def test_the_policy_on_any_host_with_any_request(host, desired, rows, closure_by
 
 flag_tokens = st.one_of(
     st.sampled_from(
-        ["--num-proc", "--rows", "--closure-bytes", "--config-layer", "--json", "--version", "--main-first"]
+        [
+            "--num-proc",
+            "--rows",
+            "--closure-bytes",
+            "--config-layer",
+            "--json",
+            "--version",
+            "--main-first",
+            "--batched",
+            "--no-batched",
+        ]
     ),
     numbers_as_text,
-    st.sampled_from(["--num-proc=4", "--rows=-1", "--nope", "-x", "--json=1", "--", "--main-first=rest"]),
+    st.sampled_from(
+        ["--num-proc=4", "--rows=-1", "--nope", "-x", "--json=1", "--", "--main-first=rest", "--batched=1"]
+    ),
 )
 
 

@@ -34,8 +34,8 @@ def dataset_map_num_proc(
 
     `rows` and the mapped function (`closure`, weighed by the policy only when the rows leave room for workers,
     or its size as `closure_bytes`), when known, let the policy keep small maps in-process, and a `batched` map
-    asks more rows of each worker. When no policy module can be
-    loaded at all, the answer is `safe_num_proc(desired)` in the same encoding, and the hatch is not read.
+    asks more rows of each worker. When no policy module can be loaded at all, the answer is
+    `safe_num_proc(desired)` in the same encoding, and the hatch is not read.
     """
     policy = unsloth_num_proc.load_policy()
     if policy is None:

@@ -5,7 +5,8 @@
 
 `HF_ENDPOINT`, `HF_TOKEN` and `HF_HUB_OFFLINE` mean what they mean to `huggingface_hub`. Any failure (offline,
 refused, unreachable) becomes one `HubUploadError` naming the repository and the cause; every token the upload
-could have sent (the argument, `HF_TOKEN`, the stored login) is scrubbed from that text and the original exception is not chained, so it cannot surface in a traceback or a log.
+could have sent (the argument, `HF_TOKEN`, the stored login) is scrubbed from that text, and the original
+exception is not chained, so it cannot surface in a traceback or a log.
 """
 
 from __future__ import annotations
