@@ -85,6 +85,24 @@ def test_freeze_reads_the_real_venv_of_this_test_run():
     assert "unsloth" not in frozen and "unsloth-zoo" not in frozen
 
 
+def _interpreter_reporting(folder: Path, version: str) -> str:
+    """A stand-in interpreter called `python`, as pyenv installs them, that answers any question with `version`."""
+    folder.mkdir(parents=True)
+    script = folder / "python"
+    script.write_text(f"#!/bin/sh\necho {version}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in interpreters are shell scripts")
+def test_two_interpreters_both_called_python_get_their_own_nox_runner(tmp_path):
+    older = _interpreter_reporting(tmp_path / "3.10.13" / "bin", "3.10")
+    newer = _interpreter_reporting(tmp_path / "3.12.1" / "bin", "3.12")
+    root = tmp_path / ".nox-lock"
+    assert pins.nox_runner_venv(older, root) != pins.nox_runner_venv(newer, root)
+    assert pins.nox_runner_venv(newer, root).name.endswith("3.12")
+
+
 def test_bad_arguments_exit_2():
     assert pins.main(["unlock"], stdout=io.StringIO()) == 2
 

@@ -124,9 +124,20 @@ def run_unpinned(
     return SessionOutcome(session, passed, venvs[0] if len(venvs) == 1 else None, run)
 
 
+def nox_runner_venv(python: str, root: Path) -> Path:
+    """Where the nox venv of `python` lives, named after its X.Y: pyenv calls every interpreter `python`."""
+    version = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return root / f"nox-runner-py{version}"
+
+
 def _nox_runner(python: str, root: Path) -> str:
     """A venv of `python` with nox in it: sessions without `python=` use nox's own interpreter."""
-    venv = root / f"nox-runner-{_envdir_name(Path(python).name)}"
+    venv = nox_runner_venv(python, root)
     runner = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     if not runner.exists():
         subprocess.run([python, "-m", "venv", str(venv)], check=True)
