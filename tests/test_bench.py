@@ -39,6 +39,50 @@ def test_summary_finds_the_oracle_and_scores_the_policy():
     assert "| d | 2 | 2 | 1.00 (met) | 1.60x slower | 600 MiB of 2,048 MiB (met) |" in table
 
 
+def _labels(policy_value) -> dict:
+    return {"f": {"in-process (None)": None, "num_proc=1": 1, "policy": policy_value, "sweep 2": 2, "sweep 4": 4}}
+
+
+def _runs(in_process: list, two: list) -> dict:
+    return {
+        ("f", None): [_run(wall, 280, None) for wall in in_process],
+        ("f", 1): [_run(4.0, 680, 1)] * 3,
+        ("f", 2): [_run(wall, 880, 2) for wall in two],
+        ("f", 4): [_run(2.9, 1270, 4)] * 3,
+    }
+
+
+def test_a_pool_within_noise_of_in_process_should_leave_the_map_in_process():
+    # Medians 2.5 and 2.4, each inside the other's spread: a tie, which in-process wins on memory.
+    tied = _runs(in_process=[2.2, 2.5, 2.8], two=[2.1, 2.4, 3.2])
+    in_process = bench.summarise(_labels(None), tied)["f"]
+    assert in_process["best_pool"] == 2 and in_process["in_process_within_noise"]
+    assert in_process["prefers_in_process"] is True
+    pooled = bench.summarise(_labels(2), tied)["f"]
+    assert pooled["prefers_in_process"] is False
+    machine = {"cpus": 2, "memory_gib": 24, "python": "3.11", "datasets": "5.2.0", "platform": "x"}
+    assert "| within noise: 2.50 s (280 MiB) vs 2.40 s (880 MiB); policy None (met) |" in bench.format_table(
+        {"f": in_process}, machine, 3
+    )
+    assert "policy 2 (missed) |" in bench.format_table({"f": pooled}, machine, 3)
+    assert (
+        "| f: 20,000 chat rows, small tokenizer (the demo) | in-process (None) | None | 2.50 (2.20 to 2.80) | 280 |"
+        in (bench.format_table({"f": in_process}, machine, 3))
+    )
+
+
+def test_a_pool_clearly_faster_than_in_process_is_not_noise():
+    apart = bench.summarise(_labels(2), _runs(in_process=[3.0, 3.1, 3.2], two=[2.0, 2.1, 2.2]))["f"]
+    assert not apart["in_process_within_noise"] and apart["prefers_in_process"] is None
+    table = bench.format_table(
+        {"f": apart}, {"cpus": 2, "memory_gib": 24, "python": "3.11", "datasets": "5.2.0", "platform": "x"}, 3
+    )
+    assert "| apart: 3.10 s (280 MiB) vs 2.10 s (880 MiB) |" in table
+    # One sided: the pool's median sits inside in-process's spread, but not the other way round.
+    one_sided = bench.summarise(_labels(2), _runs(in_process=[2.0, 3.0, 4.0], two=[2.4, 2.5, 2.6]))["f"]
+    assert not one_sided["in_process_within_noise"]
+
+
 def test_sweep_doubles_up_to_twice_the_usable_cpus():
     asked = []
 

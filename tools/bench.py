@@ -2,7 +2,8 @@
 
 Each (workload, num_proc) is measured `--repeats` times in a fresh process (tools/bench_run.py),
 interleaved so machine drift hits all alike, with datasets' caches off so every run really maps.
-Prints a markdown table and writes bench-out/bench.json and bench-out/bench.png.
+Prints a markdown table and writes bench-out/bench.json and bench-out/bench.png. Where in-process and the
+fastest pool tie (each median inside the other's spread), the summary asks that the policy stayed in-process.
 
 "As a user calls it": each workload also goes through the zoo's `sft_prepare_dataset` and the real
 `trl.SFTTrainer` dataset preparation with unsloth's default SFT config, against the same path run with each
@@ -156,6 +157,12 @@ def summarise_user_paths(user_runs: dict) -> dict:
     return summary
 
 
+def within_noise(walls: Sequence[float], other_walls: Sequence[float]) -> bool:
+    """Two counts tie when each one's median falls inside the other's spread (min to max) over the repeats."""
+    median, other_median = statistics.median(walls), statistics.median(other_walls)
+    return min(other_walls) <= median <= max(other_walls) and min(walls) <= other_median <= max(walls)
+
+
 def summarise(plan_labels: dict, runs: dict) -> dict:
     summary = {}
     for name, labels in plan_labels.items():
@@ -172,6 +179,9 @@ def summarise(plan_labels: dict, runs: dict) -> dict:
         oracle_value = min(medians, key=lambda value: medians[value]["wall_s"])
         policy_value = labels["policy"]
         policy_workers = policy_value or 1
+        # A pool that only ties with in-process costs its memory for nothing: the policy should stay in-process.
+        best_pool = min((value for value in medians if value and value > 1), key=lambda value: medians[value]["wall_s"])
+        tie = within_noise(medians[None]["walls_s"], medians[best_pool]["walls_s"])
         summary[name] = {
             "description": WORKLOADS[name].description,
             "candidates": {label: {"num_proc": value, **medians[value]} for label, value in labels.items()},
@@ -181,6 +191,9 @@ def summarise(plan_labels: dict, runs: dict) -> dict:
             "num_proc_1_vs_none": medians[1]["wall_s"] / medians[None]["wall_s"],
             "policy_memory_budget_bytes": policy_workers * GIB,
             "policy_peak_within_budget": medians[policy_value]["peak_tree_rss_bytes"] <= policy_workers * GIB,
+            "best_pool": best_pool,
+            "in_process_within_noise": tie,
+            "prefers_in_process": (policy_value is None) if tie else None,
         }
     return summary
 
@@ -203,7 +216,8 @@ def format_table(summary: dict, machine: dict, repeats: int) -> str:
         f"Machine: {machine['cpus']} CPUs, {machine['memory_gib']} GiB, Python {machine['python']}, "
         f"datasets {machine['datasets']}, {machine['platform']}. Median of {repeats} runs each.",
         "",
-        "| workload | candidate | num_proc | wall s | peak tree RSS MiB | closure KiB | pickled to workers MiB | oracle / this |",
+        "| workload | candidate | num_proc | wall s (min to max) | peak tree RSS MiB | closure KiB "
+        "| pickled to workers MiB | oracle / this |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, result in summary.items():
@@ -218,14 +232,15 @@ def format_table(summary: dict, machine: dict, repeats: int) -> str:
             )
             pickled = candidate["bytes_pickled_to_workers"]
             lines.append(
-                f"| {name}: {result['description']} | {label}{marker} | {candidate['num_proc']} | {candidate['wall_s']:.2f} "
+                f"| {name}: {result['description']} | {label}{marker} | {candidate['num_proc']} | {_wall_text(candidate)} "
                 f"| {candidate['peak_tree_rss_bytes'] / MIB:,.0f} | {candidate['closure_pickle_bytes'] / 1024:,.0f} "
                 f"| {'-' if pickled is None else f'{pickled / MIB:,.1f}'} | {best / candidate['wall_s']:.2f} |"
             )
     lines += [
         "",
-        "| workload | policy num_proc | oracle num_proc | policy efficiency (target >= 0.90) | num_proc=1 vs None | policy peak vs budget |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
+        "| workload | policy num_proc | oracle num_proc | policy efficiency (target >= 0.90) | num_proc=1 vs None "
+        "| policy peak vs budget | in-process vs the best pool (a tie should stay in-process) |",
+        "| --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for name, result in summary.items():
         policy = result["candidates"]["policy"]
@@ -233,9 +248,29 @@ def format_table(summary: dict, machine: dict, repeats: int) -> str:
             f"| {name} | {result['policy_num_proc']} | {result['oracle_num_proc']} | {result['policy_efficiency']:.2f} "
             f"({'met' if result['policy_efficiency'] >= 0.9 else 'missed'}) | {result['num_proc_1_vs_none']:.2f}x slower "
             f"| {policy['peak_tree_rss_bytes'] / MIB:,.0f} MiB of {result['policy_memory_budget_bytes'] / MIB:,.0f} MiB "
-            f"({'met' if result['policy_peak_within_budget'] else 'missed'}) |"
+            f"({'met' if result['policy_peak_within_budget'] else 'missed'}) | {_tie_text(result)} |"
         )
     return "\n".join(lines)
+
+
+def _wall_text(candidate: dict) -> str:
+    walls = candidate["walls_s"]
+    spread = f" ({min(walls):.2f} to {max(walls):.2f})" if len(walls) > 1 else ""
+    return f"{candidate['wall_s']:.2f}{spread}"
+
+
+def _tie_text(result: dict) -> str:
+    """In-process against the fastest pool, each with its median wall and peak memory, and whether they tie."""
+    alone = result["candidates"]["in-process (None)"]
+    pool = next(c for c in result["candidates"].values() if c["num_proc"] == result["best_pool"])
+    text = (
+        f"{'within noise' if result['in_process_within_noise'] else 'apart'}: "
+        f"{alone['wall_s']:.2f} s ({alone['peak_tree_rss_bytes'] / MIB:,.0f} MiB) vs "
+        f"{pool['wall_s']:.2f} s ({pool['peak_tree_rss_bytes'] / MIB:,.0f} MiB)"
+    )
+    if result["prefers_in_process"] is None:
+        return text
+    return f"{text}; policy {result['policy_num_proc']} ({'met' if result['prefers_in_process'] else 'missed'})"
 
 
 def _pools_text(pools: list) -> str:
