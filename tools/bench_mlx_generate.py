@@ -34,7 +34,7 @@ def measure_generation(folder: Path, prompt: list, new_tokens: int, repeats: int
     from mlx_lm import load
 
     # The module itself, so the comparison runs whether or not this process switched unsloth's MLX gate on.
-    from unsloth.mlx.models import FastLanguageModel
+    from unsloth.mlx.models.language import FastLanguageModel
 
     ours, _ = FastLanguageModel.from_pretrained(str(folder))
     FastLanguageModel.for_inference(ours)

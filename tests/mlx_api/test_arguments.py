@@ -148,7 +148,7 @@ def test_public_defaults_differ_from_the_backend_where_cuda_unsloth_does() -> No
 
 
 def test_sft_config_keeps_trl_three_epoch_default() -> None:
-    from unsloth.mlx.trl_shim import SFTConfig
+    from unsloth.mlx.compat.trl_shim import SFTConfig
 
     unset = SFTConfig(output_dir="x")
     assert (unset.num_train_epochs, unset.max_steps) == (3, -1)
@@ -163,7 +163,7 @@ def test_hugging_face_training_arguments_become_the_same_translation(tmp_path: P
         pytest.skip("with torch installed, transformers' TrainingArguments needs accelerate, which this session lacks")
     from transformers import TrainingArguments
 
-    from unsloth.mlx.arguments import trainer_arguments as public_config
+    from unsloth.mlx.training.arguments import trainer_arguments as public_config
 
     hf = TrainingArguments(
         output_dir=str(tmp_path), max_steps=3, learning_rate=1e-3, optim="adamw_torch_fused", lr_scheduler_type="cosine"

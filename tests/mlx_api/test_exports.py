@@ -67,7 +67,7 @@ def test_gate_off_leaves_unsloth_as_it_was() -> None:
 def test_memory_helpers_count_exact_bytes() -> None:
     import mlx.core as mx
 
-    from unsloth.mlx import memory
+    from unsloth.mlx.compat import memory
 
     mx.synchronize()
     before = memory.memory_allocated()

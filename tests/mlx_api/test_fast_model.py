@@ -82,7 +82,7 @@ def test_switches_that_leave_nothing_or_need_vision_are_refused_by_name(tiny_mod
 
 def test_full_finetuning_loads_unquantized_when_4bit_is_left_at_its_default(tiny_model_dir) -> None:
     from unsloth import FastModel
-    from unsloth.mlx.quantize import model_quantization
+    from unsloth.mlx.models.quantize import model_quantization
 
     model, _ = FastModel.from_pretrained(str(tiny_model_dir), full_finetuning=True)
     assert model_quantization(model) is None

@@ -132,7 +132,7 @@ def test_repetition_penalty_avoids_seen_tokens(load_public) -> None:
 def test_sampling_keywords_without_do_sample_decode_greedily_with_a_warning(load_public, caplog) -> None:
     model, tokenizer = load_public()
     prompt = [_ids(tokenizer, PROMPTS[0])]
-    with caplog.at_level(logging.WARNING, logger="unsloth.mlx.generation"):
+    with caplog.at_level(logging.WARNING, logger="unsloth.mlx.models.generation"):
         warm = model.generate(input_ids=prompt, max_new_tokens=6, use_cache=True, temperature=1.5, min_p=0.1)
     assert warm.tolist() == model.generate(input_ids=prompt, max_new_tokens=6).tolist()
     assert "do_sample" in caplog.text
@@ -157,7 +157,7 @@ def test_the_models_generation_config_turns_sampling_on(load_public, tiny_model_
     [({"num_beams": 4}, "num_beams=4"), ({"guidance_scale": 2.0}, "guidance_scale"), ({}, "input_ids")],
 )
 def test_what_cannot_run_is_named(load_public, keywords, named) -> None:
-    from unsloth.mlx.generation import GenerationInputError
+    from unsloth.mlx.models.generation import GenerationInputError
 
     model, tokenizer = load_public()
     prompt = None if not keywords else [_ids(tokenizer, PROMPTS[0])]
@@ -166,7 +166,7 @@ def test_what_cannot_run_is_named(load_public, keywords, named) -> None:
 
 
 def test_bad_prompts_get_one_message(load_public) -> None:
-    from unsloth.mlx.generation import GenerationInputError
+    from unsloth.mlx.models.generation import GenerationInputError
 
     model, _ = load_public()
     with pytest.raises(GenerationInputError, match="token ids"):

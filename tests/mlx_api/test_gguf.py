@@ -23,7 +23,7 @@ def _reload_in_fresh_process(gguf_path: Path, folder: Path) -> dict:
 
     (folder / "rows.json").write_text(json.dumps(TOKEN_ROWS), encoding="utf-8")
     output = folder / "reloaded.safetensors"
-    command = [sys.executable, "-m", "unsloth.mlx.gguf_reload", str(gguf_path), str(folder / "rows.json"), str(output)]
+    command = [sys.executable, "-m", "unsloth.mlx.gguf.reload", str(gguf_path), str(folder / "rows.json"), str(output)]
     result = subprocess.run(
         command, capture_output=True, text=True, timeout=120, env={**os.environ, "UNSLOTH_MLX": "1"}, cwd=NEUTRAL_CWD
     )
@@ -42,8 +42,8 @@ def trained(load_public, chat_rows, quiet_args):
 def test_gguf_round_trip_reproduces_weights_and_logits(trained, tmp_path: Path) -> None:
     import mlx.core as mx
 
-    from unsloth.mlx.gguf import merged_weights
-    from unsloth.mlx.gguf_reload import LOGITS_KEY
+    from unsloth.mlx.gguf.export import merged_weights
+    from unsloth.mlx.gguf.reload import LOGITS_KEY
 
     model, tokenizer = trained
     path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="not_quantized")
@@ -65,7 +65,7 @@ def test_gguf_round_trip_reproduces_weights_and_logits(trained, tmp_path: Path) 
 def test_gguf_f16_round_trip_is_close(trained, tmp_path: Path) -> None:
     import mlx.core as mx
 
-    from unsloth.mlx.gguf_reload import LOGITS_KEY
+    from unsloth.mlx.gguf.reload import LOGITS_KEY
 
     model, tokenizer = trained
     path = model.save_pretrained_gguf(str(tmp_path / "gguf16"), tokenizer, quantization_method="f16")

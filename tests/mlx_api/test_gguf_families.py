@@ -92,7 +92,7 @@ def test_every_weight_has_its_tensor_and_nothing_is_dropped(exported):
 
 
 def test_layouts_llama_cpp_expects(exported):
-    from unsloth.mlx.gguf_convert import interleave_rotary_rows
+    from unsloth.mlx.gguf.convert import interleave_rotary_rows
 
     weights, tensors, family = exported["weights"], exported["tensors"], exported["family"]
     v = weights["model.layers.1.self_attn.v_proj.weight"] if family != "phi3" else None
@@ -153,7 +153,7 @@ def test_an_architecture_outside_the_list_is_refused_by_name(tiny_model_dir, tmp
 
 
 def test_an_unknown_byte_level_pre_tokenizer_is_refused_not_guessed():
-    from unsloth.mlx.gguf_tokenizer import UnsupportedTokenizer, byte_level_pre_name
+    from unsloth.mlx.gguf.tokenizer import UnsupportedTokenizer, byte_level_pre_name
 
     split = {"type": "Split", "pattern": {"Regex": r"\p{L}+|\d"}, "behavior": "Isolated", "invert": False}
     pre = {"type": "Sequence", "pretokenizers": [split, {"type": "ByteLevel", "use_regex": False}]}
@@ -182,7 +182,7 @@ def test_an_unknown_byte_level_pre_tokenizer_is_refused_not_guessed():
     ],
 )
 def test_whether_bos_is_added_is_read_from_the_post_processor(post_processor, adds_bos):
-    from unsloth.mlx.gguf_tokenizer import special_token_keys
+    from unsloth.mlx.gguf.tokenizer import special_token_keys
 
     spec = {"post_processor": post_processor}
     keys = special_token_keys(spec, {"bos_token": {"content": "<s>"}, "eos_token": "</s>"}, ["<s>", "</s>", "a"])
@@ -227,14 +227,14 @@ def test_the_tokenizer_kinds_split_as_their_families_do(tokenizer_cache):
     ],
 )
 def test_rope_settings_are_read_from_either_config_layout(config, bases, scaling):
-    from unsloth.mlx.gguf_convert import rope_base, rope_scaling
+    from unsloth.mlx.gguf.convert import rope_base, rope_scaling
 
     assert (rope_base(config), rope_base(config, local=True)) == bases
     assert (rope_scaling(config) or {}).get("rope_type") == scaling
 
 
 def test_a_rope_scaling_llama_cpp_is_not_given_here_is_refused_by_name():
-    from unsloth.mlx.gguf_convert import UnsupportedModel, rope_scaling
+    from unsloth.mlx.gguf.convert import UnsupportedModel, rope_scaling
 
     with pytest.raises(UnsupportedModel, match="rope_scaling of type 'yarn'"):
         rope_scaling({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})

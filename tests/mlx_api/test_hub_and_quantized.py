@@ -177,8 +177,8 @@ def test_gguf_export_of_a_quantized_base_writes_the_dequantized_merge(
 ) -> None:
     import mlx.core as mx
 
-    from unsloth.mlx.gguf import merged_weights
-    from unsloth.mlx.quantize import dequantized_copy
+    from unsloth.mlx.gguf.export import merged_weights
+    from unsloth.mlx.models.quantize import dequantized_copy
 
     model, tokenizer = _trained_qlora(load_public, chat_rows, quiet_args)
     # f32, so the written matrices can be compared exactly (the default, q8_0, re-encodes them in blocks).

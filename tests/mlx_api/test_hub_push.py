@@ -31,7 +31,7 @@ hub = HubStandIn().__enter__()
 import os
 os.environ["HF_ENDPOINT"] = hub.endpoint
 from unsloth import FastLanguageModel
-from unsloth.mlx.hub import HubUploadError
+from unsloth.mlx.models.hub import HubUploadError
 model, tokenizer = FastLanguageModel.from_pretrained({model!r})
 model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0)
 model.push_to_hub("me/lora", token={token!r}, private=True)
@@ -110,7 +110,7 @@ def test_a_token_from_hf_token_is_scrubbed_from_the_message_too(uploads: dict) -
 
 
 def test_offline_push_names_the_repository_and_the_cause(load_public, caplog) -> None:
-    from unsloth.mlx.hub import HubUploadError
+    from unsloth.mlx.models.hub import HubUploadError
 
     assert os.environ.get("HF_HUB_OFFLINE") == "1"  # set by this folder's conftest before huggingface_hub loads
     model, tokenizer = load_public(lora=True)

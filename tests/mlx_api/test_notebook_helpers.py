@@ -68,7 +68,7 @@ def test_unsloth_trainer_module_path_gives_the_mlx_classes() -> None:
 def test_chat_templates_and_responses_only_import_in_either_order() -> None:
     found = run_python(
         "import json, sys\n"
-        "import unsloth.mlx.responses_only as first\n"
+        "import unsloth.mlx.chat.responses_only as first\n"
         "loaded_after_first = 'unsloth.chat_templates' in sys.modules\n"
         "import unsloth.chat_templates as second\n"
         "print(json.dumps({'loaded_after_first': loaded_after_first,\n"
@@ -105,7 +105,7 @@ def test_get_gpu_memory_stats_and_clear_gpu_memory() -> None:
 
 def test_raw_text_loader_cuts_overlapping_windows_and_preprocessor_cleans(load_public, tmp_path) -> None:
     from unsloth import RawTextDataLoader, TextPreprocessor
-    from unsloth.mlx.raw_text import token_windows
+    from unsloth.mlx.training.raw_text import token_windows
 
     assert token_windows(list(range(10)), 4, 1) == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
     assert token_windows(list(range(9)), 4, 2) == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7], [5, 6, 7, 8]]
@@ -158,7 +158,7 @@ def test_return_function_gives_a_map_function_writing_labels(load_public) -> Non
 
 def test_last_response_only_and_force_match(load_public, quiet_args) -> None:
     from unsloth.chat_templates import train_on_responses_only
-    from unsloth.mlx.responses_only import token_mask
+    from unsloth.mlx.chat.responses_only import token_mask
 
     model, tokenizer = load_public()
     trainer = UnslothTrainer(model, tokenizer, [{"text": _two_exchanges()}], args=quiet_args(max_seq_length=128))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from unsloth import UnslothTrainer
-from unsloth.mlx import train_data as batch_order
+from unsloth.mlx.training import train_data as batch_order
 from unsloth_zoo.mlx import MLXTrainer
 
 from .conftest import chat_text
@@ -139,7 +139,7 @@ def test_training_loss_counts_only_response_tokens(load_public, quiet_args) -> N
 
 def test_responses_only_refusals_and_routing(load_public, chat_rows, quiet_args) -> None:
     from unsloth.chat_templates import train_on_responses_only
-    from unsloth.mlx.responses_only import train_on_responses_only as mlx_version
+    from unsloth.mlx.chat.responses_only import train_on_responses_only as mlx_version
 
     model, tokenizer = load_public()
     with_eval = UnslothTrainer(model, tokenizer, chat_rows, chat_rows[:2], args=quiet_args())

@@ -12,7 +12,7 @@ from .conftest import chat_text
 
 
 def test_trl_keywords_stay_readable_as_attributes() -> None:
-    from unsloth.mlx.trl_shim import SFTConfig
+    from unsloth.mlx.compat.trl_shim import SFTConfig
 
     with pytest.warns(RuntimeWarning, match="SFTConfig: bf16 has no effect"):
         args = SFTConfig(
@@ -92,7 +92,7 @@ def test_labels_are_minus_100_exactly_where_the_loss_ignores(load_public, quiet_
 
 def test_gpu_memory_stats_unpack_as_notebooks_do() -> None:
     from unsloth import get_gpu_memory_stats
-    from unsloth.mlx.memory import max_memory_reserved, total_memory
+    from unsloth.mlx.compat.memory import max_memory_reserved, total_memory
 
     gpu_stats, start_gpu_memory, max_memory = get_gpu_memory_stats()
     assert gpu_stats.name.endswith("(MLX CPU)") and gpu_stats.total_memory == total_memory()

@@ -16,7 +16,8 @@ import json, sys
 import unsloth
 import trl
 from unsloth import UnslothTrainer, UnslothTrainingArguments
-from unsloth.mlx import activation, trl_shim
+from unsloth.mlx import activation
+from unsloth.mlx.compat import trl_shim
 star = {{}}
 listed = list(trl.__all__)
 try:

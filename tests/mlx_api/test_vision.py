@@ -121,7 +121,7 @@ def batch_logits(model: Any, processor: Any, family: str, colour: str, image: st
     """Logits of the whole conversation about `colour`, shown the square of `image` (its own colour by default)."""
     import mlx.core as mx
 
-    from unsloth.mlx.vlm_backend import causal_logits, process_conversation
+    from unsloth.mlx.vision.backend import causal_logits, process_conversation
 
     text = processor.apply_chat_template(conversation(family, colour)["messages"], tokenize=False)
     features = process_conversation(processor, text, [square(family, image or colour)])
@@ -136,7 +136,7 @@ def batch_logits(model: Any, processor: Any, family: str, colour: str, image: st
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_mask_covers_exactly_the_answer(vision_dirs, family) -> None:
     from unsloth.trainer import UnslothVisionDataCollator
-    from unsloth.mlx.vlm_backend import image_token_id
+    from unsloth.mlx.vision.backend import image_token_id
 
     model, processor = load(vision_dirs, family, lora=False)
     row = UnslothVisionDataCollator(model, processor).encode(conversation(family, "green"))
@@ -366,7 +366,7 @@ class RecordingStreamer:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_finetune_switches_choose_the_layers(vision_dirs, family) -> None:
     from unsloth import FastVisionModel
-    from unsloth.mlx.vision_lora import vision_lora_settings
+    from unsloth.mlx.vision.lora import vision_lora_settings
 
     def paths(**switches: bool) -> tuple:
         model, _ = load(vision_dirs, family, lora=False)
@@ -393,7 +393,7 @@ def test_the_forward_pass_is_causal(vision_dirs, family) -> None:
     """Training must not see later tokens: changing the answer leaves the logits before it as they were."""
     import mlx.core as mx
 
-    from unsloth.mlx.vlm_backend import causal_logits, process_conversation
+    from unsloth.mlx.vision.backend import causal_logits, process_conversation
 
     model, processor = load(vision_dirs, family, lora=False)
     outputs = []
@@ -417,7 +417,7 @@ def test_generation_is_the_training_forward_pass_greedily(trained) -> None:
     """Each generated token is the argmax of the same causal pass training runs (mlx-vlm's own prompt pass is not)."""
     import mlx.core as mx
 
-    from unsloth.mlx.vlm_backend import causal_logits, process_conversation
+    from unsloth.mlx.vision.backend import causal_logits, process_conversation
 
     family, model, processor, _ = trained
     messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
@@ -549,7 +549,7 @@ def test_without_mlx_vlm_the_message_says_what_to_install(vision_dirs) -> None:
 
 
 def test_mlx_vlm_is_the_tested_release() -> None:
-    from unsloth.mlx.vlm_backend import TESTED_VERSION, installed_version
+    from unsloth.mlx.vision.backend import TESTED_VERSION, installed_version
 
     assert installed_version() == TESTED_VERSION, "mlx-vlm moved: rerun tests/mlx_api/test_vision.py and re-pin"
 
@@ -557,7 +557,7 @@ def test_mlx_vlm_is_the_tested_release() -> None:
 def test_a_family_without_a_wired_forward_pass_is_refused_before_training() -> None:
     from types import SimpleNamespace
 
-    from unsloth.mlx.vlm_backend import check_family
+    from unsloth.mlx.vision.backend import check_family
 
     with pytest.raises(NotImplementedError, match="supports qwen2_5_vl, gemma3; this model is 'llava'"):
         check_family(SimpleNamespace(config=SimpleNamespace(model_type="llava")))

@@ -27,7 +27,7 @@ FACTS = [
 
 
 def _with_chat_family(snapshot: Path, family: str) -> None:
-    from unsloth.mlx.chat_families import FAMILIES
+    from unsloth.mlx.chat.families import FAMILIES
 
     config_path = snapshot / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))

@@ -51,12 +51,12 @@ _MLX_EXPORTS = {
     "empty_cache": "unsloth.mlx",
     "get_chat_template": "unsloth.chat_templates",
     "train_on_responses_only": "unsloth.chat_templates",
-    "get_gpu_memory_stats": "unsloth.mlx.memory",
-    "clear_gpu_memory": "unsloth.mlx.memory",
-    "RawTextDataLoader": "unsloth.mlx.raw_text",
-    "TextPreprocessor": "unsloth.mlx.raw_text",
-    "FastVisionModel": "unsloth.mlx.vision",
-    "UnslothVisionDataCollator": "unsloth.mlx.vision",
+    "get_gpu_memory_stats": "unsloth.mlx.compat.memory",
+    "clear_gpu_memory": "unsloth.mlx.compat.memory",
+    "RawTextDataLoader": "unsloth.mlx.training.raw_text",
+    "TextPreprocessor": "unsloth.mlx.training.raw_text",
+    "FastVisionModel": "unsloth.mlx.vision.model",
+    "UnslothVisionDataCollator": "unsloth.mlx.vision.model",
 }
 
 

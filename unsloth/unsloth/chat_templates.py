@@ -4,7 +4,7 @@
 
 A `datasets`-backed trainer gets the zoo's label masking, with `num_proc` written so serial never becomes
 auto; a trainer built by the MLX backend gets the MLX masking instead. Markers left unset are read from the
-chat family the tokenizer was given (`unsloth.mlx.chat_families`, the one table of formats and markers).
+chat family the tokenizer was given (`unsloth.mlx.chat.families`, the one table of formats and markers).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, Optional
 
 import unsloth_num_proc
 
-from .mlx.chat_families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART, FAMILIES, family_of_template
-from .mlx.sharegpt import standardize_data_formats, standardize_sharegpt, to_sharegpt
+from .mlx.chat.families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART, FAMILIES, family_of_template
+from .mlx.chat.sharegpt import standardize_data_formats, standardize_sharegpt, to_sharegpt
 
 __all__ = [
     "get_chat_template",
@@ -34,7 +34,7 @@ def _is_mlx_trainer(trainer: Any) -> bool:
 
 def get_chat_template(tokenizer: Any, *args: Any, **kwargs: Any) -> Any:
     """Give `tokenizer` a family's chat format (llama-3.1, qwen-2.5, gemma-3, ...) or a (template, eos) tuple."""
-    from .mlx.chat_templates import get_chat_template as apply_chat_format
+    from .mlx.chat.templates import get_chat_template as apply_chat_format
 
     return apply_chat_format(tokenizer, *args, **kwargs)
 
@@ -81,11 +81,11 @@ def train_on_responses_only(
     if return_function:
         if text_tokenizer is None:
             raise ValueError("train_on_responses_only(return_function=True) needs tokenizer= or a trainer holding one")
-        from .mlx.responses_only import labels_function
+        from .mlx.chat.responses_only import labels_function
 
         return labels_function(text_tokenizer, instruction_part, response_part, force_match, last_response_only)
     if _is_mlx_trainer(trainer):
-        from .mlx.responses_only import train_on_responses_only as mlx_train_on_responses_only
+        from .mlx.chat.responses_only import train_on_responses_only as mlx_train_on_responses_only
 
         return mlx_train_on_responses_only(
             trainer,

@@ -16,8 +16,8 @@ if not _unsloth._ON_MLX:
 
     raise ImportError(_message("UnslothTrainer", _unsloth._MLX_GATE_REASON))
 
-from .mlx.arguments import UnslothTrainingArguments  # noqa: E402
-from .mlx.trainer import UnslothTrainer  # noqa: E402
-from .mlx.vision_collator import UnslothVisionDataCollator  # noqa: E402
+from .mlx.training.arguments import UnslothTrainingArguments  # noqa: E402
+from .mlx.training.trainer import UnslothTrainer  # noqa: E402
+from .mlx.vision.collator import UnslothVisionDataCollator  # noqa: E402
 
 __all__ = ["UnslothTrainer", "UnslothTrainingArguments", "UnslothVisionDataCollator"]

@@ -51,7 +51,7 @@ report["encoding_to"] = [
     encoded.to("cuda") is encoded, encoded.to(device="cuda") is encoded, encoded["input_ids"].device.type,
 ]
 report["encoding_meta"] = encoded.to("meta")["input_ids"].device.type
-from unsloth.mlx import torch_shims
+from unsloth.mlx.compat import torch_shims
 before_again = torch.Tensor.to
 torch_shims.apply_torch_shims(torch)
 wrapped = torch.Tensor.to.__wrapped__
@@ -64,7 +64,7 @@ TORCH_THEN_UNSLOTH = "import torch\nimport unsloth"
 
 
 def _check(report: dict) -> None:
-    assert report["ours"] == "unsloth.mlx.memory"
+    assert report["ours"] == "unsloth.mlx.compat.memory"
     assert report["allocated_growth"] == 4_000_000  # 1000 * 1000 float32 values, in exact bytes
     assert report["peak_at_least_current"] and report["after_reset"] == [True, True]
     free, total, expected_free = report["free_total"]

@@ -40,23 +40,23 @@ def gate_reason() -> str:
 
 
 def _patch_torch(torch: ModuleType) -> None:
-    importlib.import_module("unsloth.mlx.torch_shims").apply_torch_shims(torch)
+    importlib.import_module("unsloth.mlx.compat.torch_shims").apply_torch_shims(torch)
 
 
 def _patch_batch_encoding(module: ModuleType) -> None:
-    importlib.import_module("unsloth.mlx.torch_shims").apply_batch_encoding_shim(module)
+    importlib.import_module("unsloth.mlx.compat.torch_shims").apply_batch_encoding_shim(module)
 
 
 def _patch_batch_feature(module: ModuleType) -> None:
-    importlib.import_module("unsloth.mlx.torch_shims").apply_batch_feature_shim(module)
+    importlib.import_module("unsloth.mlx.compat.torch_shims").apply_batch_feature_shim(module)
 
 
 def _patch_trl(trl: ModuleType) -> None:
-    importlib.import_module("unsloth.mlx.trl_shim").patch_trl(trl)
+    importlib.import_module("unsloth.mlx.compat.trl_shim").patch_trl(trl)
 
 
 def _fill_trl_stand_in(module: ModuleType) -> None:
-    importlib.import_module("unsloth.mlx.trl_shim").fill_stand_in(module)
+    importlib.import_module("unsloth.mlx.compat.trl_shim").fill_stand_in(module)
 
 
 def install_shims() -> None:

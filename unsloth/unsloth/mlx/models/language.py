@@ -25,10 +25,10 @@ from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
 from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, apply_lora, lora_settings
 
-from .arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, carries_value, model_context_limit, normalised_name
-from .gguf import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
+from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, carries_value, model_context_limit, normalised_name
+from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
 from .merged import save_pretrained_merged
-from .model_methods import attach_methods, rebind_tokenizer
+from .methods import attach_methods, rebind_tokenizer
 from .quantize import model_quantization, quantize_model, requested_bits
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .chat_families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART
+from .families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART
 
 IGNORE_INDEX = -100
 Span = Tuple[int, int]

@@ -13,8 +13,8 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
-from .quantize import dense_layer
-from .vision_lora import vision_lora_settings
+from ..models.quantize import dense_layer
+from .lora import vision_lora_settings
 
 MERGED_METHODS = ("merged_16bit", "merged_32bit")
 SOURCE_FOLDER_ATTRIBUTE = "unsloth_source_folder"

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .gguf_tokenizer import TokenizerKeys
+from .tokenizer import TokenizerKeys
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import importlib.util
 from types import ModuleType
 from typing import Any, Dict, List
 
-from .arguments import UnslothTrainingArguments
-from .trainer import UnslothTrainer
+from ..training.arguments import UnslothTrainingArguments
+from ..training.trainer import UnslothTrainer
 
 PATCHED_MARK = "__unsloth_mlx_patched__"
 STAND_IN_MARK = "__unsloth_mlx_stand_in__"

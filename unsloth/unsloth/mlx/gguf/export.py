@@ -20,8 +20,8 @@ from mlx.utils import tree_flatten
 
 from unsloth_zoo.mlx.checkpoint import SOURCE_PATH_ATTRIBUTE
 
-from .gguf_convert import family_for, gguf_tensors, write_gguf
-from .gguf_file_types import (
+from .convert import family_for, gguf_tensors, write_gguf
+from .file_types import (
     UNIFORM_TYPES,
     available_methods,
     file_label,
@@ -29,8 +29,8 @@ from .gguf_file_types import (
     quantize_with_llama_cpp,
     resolve_method,
 )
-from .gguf_tokenizer import tokenizer_keys
-from .quantize import dequantized_copy
+from .tokenizer import tokenizer_keys
+from ..models.quantize import dequantized_copy
 
 # CUDA Unsloth's default for save_pretrained_gguf (q8_0).
 DEFAULT_QUANTIZATION_METHOD = "fast_quantized"

@@ -22,7 +22,7 @@ from unsloth_zoo.mlx.trainer import MLXTrainer
 from .arguments import read_trainer_call
 from .embedding_rate import with_embedding_learning_rate
 from .quantized_training import refuse_quantized_base_without_lora
-from .responses_only import response_masked_cross_entropy
+from ..chat.responses_only import response_masked_cross_entropy
 from .train_data import (
     PreparedRows,
     TrainRows,
@@ -34,7 +34,7 @@ from .train_data import (
     refuse_images,
     torch_installed,
 )
-from .vision_training import (
+from ..vision.training import (
     VisionTrainRows,
     encode_vision_rows,
     refuse_completion_only_loss,

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .vlm_backend import image_token_id, process_conversation
+from .backend import image_token_id, process_conversation
 
 # Keyword: the value(s) that mean "nothing asked for", and what to do instead.
 REFUSED_OPTIONS: Dict[str, tuple] = {

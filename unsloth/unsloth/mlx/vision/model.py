@@ -18,8 +18,8 @@ import mlx.core as mx
 
 from unsloth_zoo.mlx.loading import resolve_model_folder
 
-from .arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE
-from .models import (
+from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE
+from ..models.language import (
     BASE_MODEL_ATTRIBUTE,
     LOAD_DEFAULT_ONLY,
     LOAD_INERT,
@@ -30,11 +30,11 @@ from .models import (
     adapter_base,
     load_bits,
 )
-from .quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
-from .vision_collator import UnslothVisionDataCollator
-from .vision_generation import attach_generate
-from .vision_merged import SOURCE_FOLDER_ATTRIBUTE, save_vision_merged
-from .vision_lora import (
+from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
+from .collator import UnslothVisionDataCollator
+from .generation import attach_generate
+from .merged import SOURCE_FOLDER_ATTRIBUTE, save_vision_merged
+from .lora import (
     VisionLoraSettings,
     apply_vision_lora,
     choose_paths,
@@ -43,7 +43,7 @@ from .vision_lora import (
     save_vision_adapter,
     vision_lora_settings,
 )
-from .vlm_backend import load_model_and_processor
+from .backend import load_model_and_processor
 
 __all__ = ["FastVisionModel", "UnslothVisionDataCollator"]
 

@@ -14,7 +14,7 @@ import json
 import logging
 from typing import Any, Dict, Optional, Tuple, Union
 
-from .chat_families import FAMILIES, family_name
+from .families import FAMILIES, family_name
 
 logger = logging.getLogger(__name__)
 

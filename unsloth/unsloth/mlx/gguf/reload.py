@@ -5,7 +5,7 @@
 `mx.load` reads the tensors and metadata; names go back to Hugging Face's and the rotary row permutation the
 converter applied to the query and key projections is undone, so the model computes what the exported one did.
 
-Run as `python -m unsloth.mlx.gguf_reload MODEL.gguf TOKENS.json OUT.safetensors` to reload in a fresh process and
+Run as `python -m unsloth.mlx.gguf.reload MODEL.gguf TOKENS.json OUT.safetensors` to reload in a fresh process and
 write the reloaded weights plus the logits for the given token rows (what the round-trip test compares).
 """
 

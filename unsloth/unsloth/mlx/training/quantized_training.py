@@ -8,7 +8,7 @@ from typing import Any
 
 from unsloth_zoo.mlx.lora import lora_settings
 
-from .quantize import model_quantization
+from ..models.quantize import model_quantization
 
 
 def refuse_quantized_base_without_lora(model: Any) -> None:

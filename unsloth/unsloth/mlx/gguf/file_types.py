@@ -15,7 +15,7 @@ from typing import Any, List
 
 import numpy as np
 
-from .arguments import normalised_name
+from ..training.arguments import normalised_name
 
 # llama.cpp's method names with one GGML type for every weight: (type, llama.cpp file type).
 UNIFORM_TYPES = {

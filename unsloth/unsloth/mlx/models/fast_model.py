@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence, Tuple
 
-from .models import _OFF, FastLanguageModel, _check_keywords
+from .language import _OFF, FastLanguageModel, _check_keywords
 
 ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")

@@ -17,9 +17,9 @@ import numpy as np
 
 from unsloth_zoo.mlx.data import TokenizedRows
 
-from .train_data import TrainRows
-from .vision_collator import UnslothVisionDataCollator
-from .vlm_backend import causal_logits, check_family
+from ..training.train_data import TrainRows
+from .collator import UnslothVisionDataCollator
+from .backend import causal_logits, check_family
 
 
 class VisionRows(NamedTuple):

@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 import mlx.core as mx
 import numpy as np
 
-from .vlm_backend import generate_tokens
+from .backend import generate_tokens
 
 SAMPLING = ("temperature", "min_p", "top_p", "top_k", "repetition_penalty")
 ACCEPTED = ("use_cache", "pad_token_id", "eos_token_id", "do_sample", "return_dict_in_generate")

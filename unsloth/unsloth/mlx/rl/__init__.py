@@ -1,0 +1,3 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Preference and RL trainers on MLX (DPO, ORPO, GRPO), under TRL's names."""
