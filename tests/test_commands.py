@@ -97,11 +97,35 @@ def test_python_m_nox_loads_the_noxfile_from_another_folder(fresh_copy, bare_pyt
     assert listed.returncode == 0 and "* drift " in listed.stdout, listed.stderr
 
 
-def _quickstart_lines() -> list[str]:
-    """Every command line of the ```bash blocks in the README's Quickstart section, comments dropped."""
-    section = README.read_text().split("## Quickstart", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+def _bash_lines(text: str) -> list[str]:
+    """Every command line of the ```bash blocks in `text`, comments dropped."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M)
     return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def _quickstart_lines() -> list[str]:
+    return _bash_lines(README.read_text().split("## Quickstart", 1)[1].split("\n## ", 1)[0])
+
+
+DOCS_PAGES = sorted(page for page in (ROOT / "docs").glob("*.md") if "```bash" in page.read_text())
+# Lines that need the MLX stack installed run in the `mlx` session instead (tests/mlx_api/with_torch/test_docs_commands.py).
+NEEDS_MLX = "UNSLOTH_MLX=1 "
+
+
+def _as_run_here(line: str) -> str:
+    """`dev.py test` and `dev.py bench` include this suite or run for half an hour: they are listed, not run."""
+    if not re.match(r"python3 dev\.py (test|bench)\b", line):
+        return line
+    head, separator, posargs = line.partition(" -- ")
+    return f"{head} -l{separator}{posargs}"
+
+
+def _run_lines(lines: list[str], cwd: Path, bin_dir: Path) -> None:
+    for line in lines:
+        command = _as_run_here(line)
+        result = _shell(command, cwd, bin_dir, 1800)
+        assert result.returncode == 0, f"`{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        assert "Traceback" not in result.stderr, result.stderr
 
 
 def test_the_readme_quickstart_runs_from_a_fresh_copy(fresh_copy, tmp_path_factory):
@@ -109,11 +133,11 @@ def test_the_readme_quickstart_runs_from_a_fresh_copy(fresh_copy, tmp_path_facto
     bin_dir = tmp_path_factory.mktemp("laptop") / "venv"
     subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(bin_dir)], check=True)
     lines = _quickstart_lines()
-    assert "python3 dev.py demo" in lines and any("--version" in line for line in lines)
+    assert lines[:2] == ["python3 dev.py demo", "python3 dev.py test"], lines
+    assert any("--version" in line for line in lines)
     for line in lines:
-        # `dev.py test` is every default session, this suite among them: it is listed, not run, from inside it.
-        command = f"{line} -l" if line == "python3 dev.py test" else line
         started = time.monotonic()
+        command = _as_run_here(line)
         result = _shell(command, fresh_copy, bin_dir / "bin", 1800)
         assert result.returncode == 0, f"`{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         assert "Traceback" not in result.stderr, result.stderr
@@ -123,6 +147,21 @@ def test_the_readme_quickstart_runs_from_a_fresh_copy(fresh_copy, tmp_path_facto
             # The demo's own venv is already installed: the second run skips its installs.
             assert "installs skipped" in result.stderr and "--jsonl" in result.stdout
             assert time.monotonic() - started < 120
+
+
+@pytest.mark.parametrize("page", DOCS_PAGES, ids=[page.name for page in DOCS_PAGES])
+def test_every_docs_page_command_runs_from_a_fresh_copy(page, fresh_copy, bare_python):
+    lines = [line for line in _bash_lines(page.read_text()) if not line.startswith(NEEDS_MLX)]
+    _run_lines(lines, fresh_copy, bare_python)
+
+
+def test_the_docs_listing_rewrites_only_the_long_commands():
+    assert (
+        _as_run_here("python3 dev.py test -s lock -- --install-only")
+        == "python3 dev.py test -s lock -l -- --install-only"
+    )
+    assert _as_run_here("python3 dev.py bench") == "python3 dev.py bench -l"
+    assert _as_run_here("python3 dev.py demo -- --help") == "python3 dev.py demo -- --help"
 
 
 @pytest.mark.parametrize("editable", [True, False], ids=["editable", "regular"])
