@@ -37,6 +37,8 @@ if not _ON_MLX:
     except Exception as _error:
         _warnings.warn(f"unsloth could not watch for trl: {_error!r}", RuntimeWarning, stacklevel=2)
 
+from .mlx import FAMILY_ENTRY_POINTS as _FAMILY_ENTRY_POINTS  # noqa: E402
+
 _MLX_EXPORTS = {
     "FastLanguageModel": "unsloth.mlx",
     "FastModel": "unsloth.mlx",
@@ -57,6 +59,14 @@ _MLX_EXPORTS = {
     "TextPreprocessor": "unsloth.mlx.training.raw_text",
     "FastVisionModel": "unsloth.mlx.vision.model",
     "UnslothVisionDataCollator": "unsloth.mlx.vision.model",
+    "PatchDPOTrainer": "unsloth.mlx",
+    "PatchFastRL": "unsloth.mlx",
+    "to_sharegpt": "unsloth.chat_templates",
+    "standardize_sharegpt": "unsloth.chat_templates",
+    "standardize_data_formats": "unsloth.chat_templates",
+    "apply_chat_template": "unsloth.chat_templates",
+    "is_bf16_supported": "unsloth.mlx.models.aliases",
+    **{_name: "unsloth.mlx" for _name in _FAMILY_ENTRY_POINTS},
 }
 
 

@@ -15,9 +15,11 @@ from typing import Any, Optional
 import unsloth_num_proc
 
 from .mlx.chat.families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART, FAMILIES, family_of_template
+from .mlx.chat.prompt_template import apply_chat_template
 from .mlx.chat.sharegpt import standardize_data_formats, standardize_sharegpt, to_sharegpt
 
 __all__ = [
+    "apply_chat_template",
     "get_chat_template",
     "train_on_responses_only",
     "standardize_sharegpt",

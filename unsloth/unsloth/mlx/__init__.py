@@ -11,6 +11,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# Older notebooks' per-family entry points (`models.aliases`), each FastLanguageModel on MLX.
+FAMILY_ENTRY_POINTS = (
+    "FastLlamaModel",
+    "FastMistralModel",
+    "FastQwen2Model",
+    "FastQwen3Model",
+    "FastQwen3MoeModel",
+    "FastGemmaModel",
+    "FastGemma2Model",
+    "FastCohereModel",
+    "FastGraniteModel",
+    "FastFalconH1Model",
+    "FastTextModel",
+)
+
 _PUBLIC = {
     "UnslothTrainingArguments": "training.arguments",
     "UnslothTrainer": "training.trainer",
@@ -33,6 +48,9 @@ _PUBLIC = {
     "TextPreprocessor": "training.raw_text",
     "FastVisionModel": "vision.model",
     "UnslothVisionDataCollator": "vision.model",
+    "PatchDPOTrainer": "rl.patches",
+    "PatchFastRL": "rl.patches",
+    **{name: "models.aliases" for name in FAMILY_ENTRY_POINTS},
 }
 
 __all__ = sorted(_PUBLIC)

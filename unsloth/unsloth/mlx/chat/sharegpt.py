@@ -2,8 +2,9 @@
 # Copyright 2026 the unsloth authors.
 """Dataset shapes notebooks convert before `apply_chat_template`: ShareGPT turns, instruction columns.
 
-`standardize_sharegpt` turns `{"from": "human", "value": ...}` turns into `{"role": "user", "content": ...}`;
-`standardize_data_formats` also accepts a `messages` column or instruction/input/output columns; `to_sharegpt`
+`standardize_sharegpt` turns `{"from": "human", "value": ...}` turns into `{"role": "user", "content": ...}` in the
+column the dataset already uses (`conversations` or `messages`), keeping each turn's other keys (`thinking`,
+`tool_calls`); `standardize_data_formats` also accepts instruction/input/output columns; `to_sharegpt`
 merges any columns into one ShareGPT conversation per row. Each runs one `map()` through `unsloth_num_proc.sized_map`.
 """
 
@@ -26,9 +27,13 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 def _conversation_column(dataset: Any) -> str:
-    for name in CONVERSATION_COLUMNS:
-        if name in dataset.column_names:
-            return name
+    found = [name for name in CONVERSATION_COLUMNS if name in dataset.column_names]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ValueError(
+            f"the dataset has both {' and '.join(found)} columns; remove the one that is not the conversation"
+        )
     raise ValueError(
         f"no conversation column: expected one of {', '.join(CONVERSATION_COLUMNS)}, found {dataset.column_names}"
     )
@@ -48,14 +53,16 @@ class _StandardizeTurns:
         self.column = column
         self.roles = roles
 
-    def _turn(self, turn: Dict[str, Any]) -> Dict[str, str]:
-        role = turn[_key(turn, _ROLE_KEYS, "role")]
+    def _turn(self, turn: Dict[str, Any]) -> Dict[str, Any]:
+        role_key, content_key = _key(turn, _ROLE_KEYS, "role"), _key(turn, _CONTENT_KEYS, "content")
+        role = turn[role_key]
         if role not in self.roles:
             raise ValueError(f"unknown role {role!r}; known roles: {', '.join(sorted(self.roles))}")
-        return {"role": self.roles[role], "content": turn[_key(turn, _CONTENT_KEYS, "content")]}
+        extra = {name: value for name, value in turn.items() if name not in (role_key, content_key)}
+        return {"role": self.roles[role], "content": turn[content_key], **extra}
 
     def __call__(self, batch: Dict[str, list]) -> Dict[str, list]:
-        return {"conversations": [[self._turn(turn) for turn in turns] for turns in batch[self.column]]}
+        return {self.column: [[self._turn(turn) for turn in turns] for turns in batch[self.column]]}
 
 
 def _role_table(system: Sequence[str], user: Sequence[str], assistant: Sequence[str]) -> Dict[str, str]:
@@ -72,11 +79,10 @@ def standardize_sharegpt(
     aliases_for_assistant: Sequence[str] = ASSISTANT_ALIASES,
     num_proc: Any = None,
 ) -> Any:
-    """The dataset with a `conversations` column of role/content turns (system, user, assistant)."""
+    """The dataset with its `conversations` (or `messages`) column as role/content turns (system, user, assistant)."""
     column = _conversation_column(dataset)
     convert = _StandardizeTurns(column, _role_table(aliases_for_system, aliases_for_user, aliases_for_assistant))
-    removed = [column] if column != "conversations" else []
-    return unsloth_num_proc.sized_map(dataset, convert, num_proc, batched=True, remove_columns=removed)
+    return unsloth_num_proc.sized_map(dataset, convert, num_proc, batched=True)
 
 
 class _InstructionColumns:

@@ -193,16 +193,57 @@ def _sampler(settings: Settings) -> Any:
     return make_sampler(temp=settings.temperature, top_p=top_p, min_p=settings.min_p, top_k=settings.top_k)
 
 
-def _logits_processors(settings: Settings, context: int) -> Optional[list]:
+class _HuggingFaceProcessor:
+    """A Hugging Face logits processor `(input_ids, scores) -> scores` run on mlx-lm's `(tokens, logits)`.
+
+    It sees a (1, length) batch of the tokens so far and float32 scores, as torch tensors when the prompt came in as
+    torch, numpy arrays otherwise.
+    """
+
+    def __init__(self, processor: Any, template: Any) -> None:
+        self.processor = processor
+        self.template = template
+
+    def __call__(self, tokens: Any, logits: Any) -> Any:
+        import mlx.core as mx
+
+        ids = _in_kind_of(self.template, np.asarray(tokens, dtype=np.int64)[None, :])
+        scores = _in_kind_of(self.template, np.asarray(logits.astype(mx.float32)).reshape(1, -1))
+        changed = self.processor(ids, scores)
+        changed = changed.numpy() if hasattr(changed, "numpy") else np.asarray(changed)
+        return mx.array(changed.astype(np.float32)).reshape(logits.shape).astype(logits.dtype)
+
+
+def _logits_processors(settings: Settings, context: int, extra: Sequence[Any] = ()) -> Optional[list]:
+    processors = list(extra)
     if settings.repetition_penalty is None:
-        return None
+        return processors or None
     from mlx_lm.sample_utils import make_logits_processors
 
     # Hugging Face penalises every token seen so far, prompt included.
-    return make_logits_processors(repetition_penalty=settings.repetition_penalty, repetition_context_size=context)
+    penalty = make_logits_processors(repetition_penalty=settings.repetition_penalty, repetition_context_size=context)
+    return penalty + processors
 
 
-def _generate_row(model: Any, prompt: Sequence[int], settings: Settings, streamer: Any) -> List[int]:
+def _processor_list(logits_processor: Any, template: Any) -> List[Any]:
+    """`logits_processor` (one callable, a list, or a `LogitsProcessorList`) wrapped for mlx-lm."""
+    if logits_processor is None:
+        return []
+    given = (
+        [logits_processor]
+        if callable(logits_processor) and not isinstance(logits_processor, list)
+        else logits_processor
+    )
+    processors = list(given)
+    for processor in processors:
+        if not callable(processor):
+            raise GenerationInputError(f"logits_processor holds {processor!r}, which is not callable")
+    return [_HuggingFaceProcessor(processor, template) for processor in processors]
+
+
+def _generate_row(
+    model: Any, prompt: Sequence[int], settings: Settings, streamer: Any, processors: Sequence[Any] = ()
+) -> List[int]:
     import mlx.core as mx
     from mlx_lm.generate import generate_step
 
@@ -214,7 +255,7 @@ def _generate_row(model: Any, prompt: Sequence[int], settings: Settings, streame
         model,
         max_tokens=settings.max_new_tokens,
         sampler=_sampler(settings),
-        logits_processors=_logits_processors(settings, len(prompt) + settings.max_new_tokens),
+        logits_processors=_logits_processors(settings, len(prompt) + settings.max_new_tokens, processors),
     )
     for token, _ in steps:
         token = int(token)
@@ -254,6 +295,7 @@ def generate(
     min_p: Optional[float] = None,
     repetition_penalty: Optional[float] = None,
     eos_token_id: Any = None,
+    logits_processor: Any = None,
     **kwargs: Any,
 ) -> Any:
     """Prompt plus new tokens per row, padded on the right with `pad_token_id` past each row's end.
@@ -281,10 +323,11 @@ def generate(
         "pad_token_id": pad_token_id,
     }
     settings = settle(ids.shape[1], model_defaults or {}, eos_token_ids, fallback_pad_token_id, given)
+    processors = _processor_list(logits_processor, input_ids)
     if streamer is not None:
         streamer.put(ids.copy())
     try:
-        answers = [_generate_row(model, row, settings, streamer) for row in rows]
+        answers = [_generate_row(model, row, settings, streamer, processors) for row in rows]
     finally:
         if streamer is not None:
             streamer.end()

@@ -54,13 +54,14 @@ LOAD_INERT = {
     "disable_log_stats": (None, False, True),
     "random_state": (None,),
     "load_in_16bit": (None, False, True),
+    # The tokenizer is used as saved on MLX, so there is nothing for either value to change.
+    "fix_tokenizer": (None, True, False),
 }
 LOAD_DEFAULT_ONLY = {
     "fast_inference": _OFF,
     "rope_scaling": (None,),
     "resize_model_vocab": (None,),
     "float8_kv_cache": _OFF,
-    "fix_tokenizer": (None, True),
 }
 PEFT_INERT = {
     "use_gradient_checkpointing": (None, False, True, "unsloth"),

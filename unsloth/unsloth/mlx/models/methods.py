@@ -3,7 +3,8 @@
 """The Hugging Face methods notebooks call on a loaded model and its tokenizer: `model.generate` and the Hub pushes.
 
 The model keeps its tokenizer, so `generate` stops at the tokenizer's current EOS (which `get_chat_template` may
-have moved to the turn end) as well as the model's own, and pads finished rows with its pad token.
+have moved to the turn end) as well as the model's own, and pads finished rows with its pad token. It also carries
+the attributes notebooks read: `model.config` (the Hugging Face config) and `model.device`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,22 @@ from . import hub
 from .generation import generate, read_generation_config
 
 TOKENIZER_ATTRIBUTE = "unsloth_tokenizer"
+# Notebooks move inputs with `.to(model.device)`; MLX shares memory with the host, and moves to "cuda" are no-ops here.
+MODEL_DEVICE = "cuda"
+
+
+def hugging_face_config(folder: Optional[str], name_or_path: Optional[str]) -> Any:
+    """The model's config.json as a transformers config (its own class when transformers knows the family)."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    if not folder or not (Path(folder) / "config.json").is_file():
+        return None
+    try:
+        config = AutoConfig.from_pretrained(folder)
+    except (ValueError, KeyError, OSError):
+        config = PretrainedConfig.from_json_file(str(Path(folder) / "config.json"))
+    config.name_or_path = name_or_path or folder
+    return config
 
 
 def _model_defaults(folder: Optional[str]) -> dict:
@@ -56,6 +73,9 @@ def attach_methods(model: Any, tokenizer: Any, folder: Optional[str]) -> None:
     model.push_to_hub = MethodType(hub.model_push_to_hub, model)
     model.push_to_hub_merged = MethodType(hub.push_to_hub_merged, model)
     model.push_to_hub_gguf = MethodType(hub.push_to_hub_gguf, model)
+    if getattr(model, "config", None) is None:
+        model.config = hugging_face_config(folder, getattr(model, "unsloth_base_model", None))
+    model.device = MODEL_DEVICE
     if tokenizer is not None:
         tokenizer.push_to_hub = MethodType(hub.tokenizer_push_to_hub, tokenizer)
 
