@@ -2,8 +2,9 @@
 # Copyright 2026 the unsloth authors.
 """`from trl import SFTTrainer, SFTConfig` on MLX: an installed `trl` patched in place, or a stand-in package.
 
-`SFTTrainer` becomes `UnslothTrainer` and `SFTConfig` the MLX arguments with TRL's three-epoch default. Every other
-trainer `trl` lists becomes a stub that refuses to build; the list is read from `trl.__all__`, never by touching
+`SFTTrainer` becomes `UnslothTrainer` and `SFTConfig` the MLX arguments with TRL's three-epoch default. The DPO, ORPO
+and GRPO names become the MLX trainers and configs of `unsloth.mlx.rl` (those present), ORPO's also under TRL 1.x's
+`trl.experimental.orpo`. Every other trainer `trl` lists becomes a stub that refuses to build; the list is read from `trl.__all__`, never by touching
 the names, since `trl` imports each trainer's module (and with it torch) on first access. An installed `trl` keeps
 its whole `__all__` while torch is installed; without torch its `__all__` lists, once first read, only the names
 that load, so `from trl import *` works where without unsloth it would fail on the first name needing torch.
@@ -12,16 +13,19 @@ that load, so `from trl import *` works where without unsloth it would fail on t
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
+import sys
 from types import ModuleType
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
+from ...import_hooks import import_hooks
 from ..training.arguments import UnslothTrainingArguments
 from ..training.trainer import UnslothTrainer
 
 PATCHED_MARK = "__unsloth_mlx_patched__"
 STAND_IN_MARK = "__unsloth_mlx_stand_in__"
-STAND_IN_VERSION = "0+unsloth.mlx.stand.in"
+STAND_IN_VERSION = "0.0.0+unsloth-mlx"
 _LISTED = "__unsloth_mlx_listed__"
 _LOADABLE = "__unsloth_mlx_loadable__"
 # The trainers a stand-in `trl` names when the real one is absent (what recent TRL releases ship).
@@ -43,6 +47,17 @@ KNOWN_TRL_TRAINERS = (
     "XPOTrainer",
 )
 
+# TRL's names the MLX path trains, each with its module under `unsloth.mlx.rl`; a module not there yet is skipped.
+MLX_RL_NAMES = {
+    "DPOTrainer": "dpo",
+    "DPOConfig": "dpo_config",
+    "ORPOTrainer": "orpo",
+    "ORPOConfig": "orpo_config",
+    "GRPOTrainer": "grpo",
+    "GRPOConfig": "grpo_config",
+}
+ORPO_HOME = "trl.experimental.orpo"
+
 
 class SFTConfig(UnslothTrainingArguments):
     """TRL's `SFTConfig` on MLX: like `UnslothTrainingArguments`, but three epochs when no length is given."""
@@ -56,7 +71,8 @@ def unsupported_trainer(name: str) -> type:
 
     def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError(
-            f"{name} is not available on MLX: only SFT training (SFTTrainer / UnslothTrainer) runs on the MLX backend"
+            f"{name} is not available on MLX: only SFT training (SFTTrainer / UnslothTrainer) and "
+            f"{', '.join(sorted(name for name in mlx_rl_names() if name.endswith('Trainer')))} run on the MLX backend"
         )
 
     return type(
@@ -64,16 +80,59 @@ def unsupported_trainer(name: str) -> type:
     )
 
 
+@functools.lru_cache(maxsize=None)
+def _mlx_rl_names() -> Tuple[Tuple[str, Any], ...]:
+    found = []
+    for name, module_name in MLX_RL_NAMES.items():
+        full_name = f"unsloth.mlx.rl.{module_name}"
+        if importlib.util.find_spec(full_name) is not None:
+            found.append((name, getattr(importlib.import_module(full_name), name)))
+    return tuple(found)
+
+
+def mlx_rl_names() -> Dict[str, Any]:
+    """The MLX trainers and configs that stand behind TRL's names, by name (only the modules that exist)."""
+    return dict(_mlx_rl_names())
+
+
 def _other_trainers(names: List[str]) -> List[str]:
-    return [name for name in names if name.endswith("Trainer") and name != "SFTTrainer"]
+    trained = mlx_rl_names()
+    return [name for name in names if name.endswith("Trainer") and name != "SFTTrainer" and name not in trained]
+
+
+def _orpo_home(module: ModuleType, trained: Dict[str, Any]) -> None:
+    """`trl.experimental.orpo` (where TRL 1.16 moved ORPO) holding the MLX ORPO names, real package or not."""
+    if "ORPOTrainer" not in trained:
+        return
+    home = ModuleType(ORPO_HOME, "ORPO on MLX: TRL's `trl.experimental.orpo` names, served by unsloth.mlx.rl.")
+    home.ORPOTrainer, home.ORPOConfig = trained["ORPOTrainer"], trained.get("ORPOConfig")
+    home.__all__ = ["ORPOConfig", "ORPOTrainer"]
+    setattr(home, STAND_IN_MARK, True)
+    sys.modules[ORPO_HOME] = home
+    if getattr(module, STAND_IN_MARK, False):
+        experimental = ModuleType("trl.experimental")
+        experimental.__path__ = []
+        sys.modules["trl.experimental"] = experimental
+        module.experimental = experimental
+    # The real `trl.experimental` (loaded later, or already) gets the stand-in as its `orpo` attribute.
+    import_hooks().after_import("trl.experimental", _attach_orpo_home)
+
+
+def _attach_orpo_home(experimental: ModuleType) -> None:
+    experimental.orpo = sys.modules[ORPO_HOME]
 
 
 def _install(module: ModuleType, trainers: List[str], listed: List[str]) -> None:
     for name in trainers:
         setattr(module, name, unsupported_trainer(name))
+    trained = mlx_rl_names()
+    for name, value in trained.items():
+        setattr(module, name, value)
     module.SFTTrainer = UnslothTrainer
     module.SFTConfig = SFTConfig
-    module.__all__ = [*listed, *(name for name in ("SFTConfig", "SFTTrainer", *trainers) if name not in listed)]
+    ours = ("SFTConfig", "SFTTrainer", *trained, *trainers)
+    module.__all__ = [*listed, *(name for name in ours if name not in listed)]
+    _orpo_home(module, trained)
 
 
 def _loads(module: ModuleType, name: str) -> bool:
@@ -122,5 +181,5 @@ def fill_stand_in(module: ModuleType) -> None:
     """Make an empty module the `trl` stand-in used when `trl` is not installed."""
     module.__version__ = STAND_IN_VERSION
     module.__path__ = []
-    _install(module, list(KNOWN_TRL_TRAINERS), [])
     setattr(module, STAND_IN_MARK, True)
+    _install(module, _other_trainers(list(KNOWN_TRL_TRAINERS)), [])

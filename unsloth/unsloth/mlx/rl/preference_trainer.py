@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""What DPO and ORPO share on MLX: reading the call, the pair rows, the batches, the step and TRL's metric logs.
+
+The zoo's `MLXTrainer` runs the loop, so callbacks, schedules, clipping and checkpoints are SFT's. A method
+subclass says how a row becomes a pair (`pair`), how a pair becomes its two sequences (`sequences`) and what a
+batch's loss and metrics are (`loss_and_metrics`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, ClassVar, Dict, List, NamedTuple, Tuple
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+from unsloth_zoo.mlx.data import TokenizedRows
+from unsloth_zoo.mlx.trainer import MLXTrainer
+
+from ..training.arguments import is_training_arguments, read_trainer_call
+from ..training.quantized_training import refuse_quantized_base_without_lora
+from ..training.trainer import _progress_callbacks
+from .config import RLTrainingArguments, method_arguments
+from .preference_data import PreferencePair, checked_rows
+
+Sequence = Tuple[List[int], int]
+
+
+class PairRows(TokenizedRows):
+    """One row per pair for the zoo's batching: the row holds the pair's index, its length both sequences' tokens."""
+
+    def __init__(self, pairs: List[PreferencePair], sequences: Any) -> None:
+        self.pairs = pairs
+        self.sequences = [sequences(pair) for pair in pairs]
+        self.rows = [np.array([index], dtype=np.int32) for index in range(len(pairs))]
+        self.lengths = np.array([len(chosen[0]) + len(rejected[0]) for chosen, rejected in self.sequences])
+
+
+class PairBatch(NamedTuple):
+    tokens: mx.array  # (2B, W): B chosen sequences, then their B rejected ones, right-padded
+    targets: mx.array  # (2B, W - 1): inside each sequence's length
+    completion: mx.array  # (2B, W - 1): targets that are completion tokens
+    pairs: int
+
+
+def pair_batch(sequences: List[Tuple[Sequence, Sequence]], pad_id: int) -> PairBatch:
+    rows = [chosen for chosen, _ in sequences] + [rejected for _, rejected in sequences]
+    width = max(len(ids) for ids, _ in rows)
+    tokens = np.full((len(rows), width), pad_id, dtype=np.int32)
+    targets = np.zeros((len(rows), width - 1), dtype=np.float32)
+    completion = np.zeros_like(targets)
+    for slot, (ids, start) in enumerate(rows):
+        tokens[slot, : len(ids)] = ids
+        targets[slot, : len(ids) - 1] = 1
+        # Target position t predicts token t + 1, so the completion's first token is target start - 1.
+        completion[slot, max(start - 1, 0) : len(ids) - 1] = 1
+    return PairBatch(mx.array(tokens), mx.array(targets), mx.array(completion), len(sequences))
+
+
+def token_log_probs(model: Any, tokens: mx.array) -> Tuple[mx.array, mx.array]:
+    """Each target token's log-probability under `model`, and the float32 logits that gave them."""
+    logits = model(tokens[:, :-1]).astype(mx.float32)
+    log_probs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    chosen = mx.take_along_axis(log_probs, tokens[:, 1:, None].astype(mx.int32), axis=-1).squeeze(-1)
+    return chosen, logits
+
+
+def _split_call(kind: type, positionals: Tuple[Any, ...], keywords: Dict[str, Any]) -> Tuple[Tuple[Any, ...], Any]:
+    """The call with its `args` (by keyword or TRL's second place) replaced by the method config."""
+    if "args" in keywords:
+        keywords["args"] = method_arguments(kind, keywords["args"])
+        return positionals, keywords["args"]
+    if positionals and (positionals[0] is None or is_training_arguments(positionals[0])):
+        config = method_arguments(kind, positionals[0])
+        return (config, *positionals[1:]), config
+    keywords["args"] = method_arguments(kind, None)
+    return positionals, keywords["args"]
+
+
+class PreferenceTrainer(MLXTrainer):
+    """TRL's preference trainer call on MLX; subclasses set `config_class` and the method's pieces."""
+
+    config_class: ClassVar[type] = RLTrainingArguments
+    uses_reference: ClassVar[bool] = False
+
+    def __init__(self, model: Any, *args: Any, ref_model: Any = None, **kwargs: Any) -> None:
+        name = type(self).__name__
+        refuse_quantized_base_without_lora(model)
+        method_names = {*self.config_class.METHOD_KEYWORDS, *self.config_class.ACCEPTED_AT_DEFAULT}
+        overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in method_names}
+        args, given = _split_call(self.config_class, args, kwargs)
+        if kwargs.get("eval_dataset") is not None:
+            raise NotImplementedError(f"{name} on MLX does not evaluate yet: pass no eval_dataset")
+        call = read_trainer_call(model, args, kwargs)
+        config = call.config
+        for key, value in {**given.method_values(), **overrides}.items():
+            setattr(config, key, value)
+        if overrides:
+            # Trainer-level keywords go through the same checks as the config's own.
+            self.config_class(dict(config.to_dict(), **config.method_values()))
+        config.check_method_keywords()
+        rows = checked_rows(call.train_dataset)
+        pairs = [self.pair(call.tokenizer, row, config) for row in rows]
+        kept = [pair for pair in pairs if self.keeps(pair, config)]
+        if not kept:
+            raise ValueError(f"{name}: every train_dataset row's prompt fills max_length={config.max_seq_length}")
+        self.ref_model = ref_model
+        self._config_for_pairs = config
+        train = PairRows(kept, self._sequences)
+        super().__init__(
+            model,
+            call.tokenizer,
+            train,
+            None,
+            args=config,
+            callbacks=[*_progress_callbacks(config), *(call.callbacks or [])],
+        )
+        self.processing_class = call.tokenizer
+        self.train_dataset = call.train_dataset
+        self.eval_dataset = None
+        self._stored: Dict[str, List[float]] = defaultdict(list)
+        self._total_tokens = 0
+
+    def _sequences(self, pair: PreferencePair) -> Tuple[Sequence, Sequence]:
+        return self.sequences(pair, self._config_for_pairs)
+
+    # ---- what a method provides ----
+
+    def pair(self, tokenizer: Any, row: dict, config: Any) -> PreferencePair:
+        raise NotImplementedError
+
+    def keeps(self, pair: PreferencePair, config: Any) -> bool:
+        return True
+
+    def sequences(self, pair: PreferencePair, config: Any) -> Tuple[Sequence, Sequence]:
+        prompt = list(pair.prompt_ids)
+        return (prompt + list(pair.chosen_ids), len(prompt)), (prompt + list(pair.rejected_ids), len(prompt))
+
+    def loss_and_metrics(self, model: Any, batch: PairBatch, reference: Any) -> Tuple[mx.array, Dict[str, mx.array]]:
+        raise NotImplementedError
+
+    def reference_values(self, batch: PairBatch) -> Any:
+        return None
+
+    # ---- the step ----
+
+    def _build_step_functions(self) -> None:
+        super()._build_step_functions()
+        loss_and_grad = nn.value_and_grad(self.model, self.loss_and_metrics)
+        rows: PairRows = self.train_rows  # type: ignore[assignment]
+
+        # Uncompiled: each batch is built from the pairs the zoo's batching picked (their indices in column 0).
+        def forward_backward(tokens: mx.array, lengths: mx.array) -> Any:
+            indices = np.array(tokens[:, 0]).tolist()
+            batch = pair_batch([rows.sequences[index] for index in indices], self.pad_id)
+            reference = self.reference_values(batch)
+            (loss, metrics), grads = loss_and_grad(self.model, batch, reference)
+            mx.eval(loss, metrics)
+            self._store(metrics, batch)
+            return loss, mx.array(batch.pairs), grads
+
+        self._forward_backward = forward_backward
+
+    def _store(self, metrics: Dict[str, mx.array], batch: PairBatch) -> None:
+        for key, value in metrics.items():
+            self._stored[key].append(float(value.item()))
+
+    def log(self, logs: dict) -> None:
+        """TRL's metrics, each averaged over the micro-batches since the last log, join the training logs."""
+        if "loss" in logs:
+            for key, values in self._stored.items():
+                logs[key] = sum(values) / len(values)
+            self._stored.clear()
+        super().log(logs)
