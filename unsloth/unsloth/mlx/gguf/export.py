@@ -29,6 +29,7 @@ from .file_types import (
     quantize_with_llama_cpp,
     resolve_method,
 )
+from .ollama import MODELFILE_NAME, build_modelfile
 from .tokenizer import tokenizer_keys
 from ..models.quantize import dequantized_copy
 
@@ -126,4 +127,28 @@ def save_pretrained_gguf(
         source.unlink(missing_ok=True)
     by_method = dict(zip(methods, paths))
     chosen = [by_method[resolve_method(method, own_float)] for method in requested]
+    _write_modelfile(folder, chosen[0].name, tokenizer, str(config.get("model_type", "this")))
     return chosen if several else chosen[0]
+
+
+def _check_writable(folder: Path) -> None:
+    """Create `folder` if need be and write a scratch file there, so an unusable one is named before any work."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise type(error)(f"save_directory={str(folder)!r} cannot be written: {reason}") from error
+
+
+def _write_modelfile(folder: Path, gguf_name: str, tokenizer: Any, model_type: str) -> None:
+    """Ollama's Modelfile beside the first file asked for, kept on the tokenizer too, as CUDA Unsloth does."""
+    text = build_modelfile(gguf_name, tokenizer, model_type)
+    (folder / MODELFILE_NAME).write_text(text, encoding="utf-8")
+    try:
+        tokenizer._ollama_modelfile = text
+    except AttributeError:  # a tokenizer that takes no new attributes still gets the file
+        pass
