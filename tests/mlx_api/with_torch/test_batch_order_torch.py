@@ -34,8 +34,8 @@ def test_batches_follow_torch_randperm_seeded_with_seed_plus_epoch(load_public, 
     model, tokenizer = load_public(lora=True)
     args = quiet_args(max_steps=None, num_train_epochs=2, seed=1234)
     trainer = RecordingTrainer(model, args, None, chat_rows, None, tokenizer)
-    # The arguments report the order the rows are read in: the default one, CUDA Unsloth's.
-    assert trainer.cuda_batch_order is True and trainer.args.dataset_order == "default"
+    # The arguments name the order the rows are read in: left unset, CUDA Unsloth's (torch_randperm).
+    assert trainer.cuda_batch_order is True and trainer.args.dataset_order == "torch_randperm"
     trainer.train()
     rows = [row.tolist() for row in trainer.train_rows.source_rows]
     expected = []

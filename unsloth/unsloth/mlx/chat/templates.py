@@ -109,7 +109,8 @@ def get_chat_template(
     template, stop_marker, name = _template_and_stop(chat_template)
     full_mapping = {**DEFAULT_MAPPING, **(mapping or {})}
     prologue = "" if full_mapping == DEFAULT_MAPPING else _mapping_prologue(full_mapping)
-    prologue += _PARTS_PROLOGUE
+    # A template the user wrote is stored as written and sees the messages as given, as Hugging Face renders it.
+    prologue += _PARTS_PROLOGUE if name is not None else ""
     if system_message is not None:
         prologue += _system_prologue(system_message)
     tokenizer.chat_template = prologue + template

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple
 
-from unsloth_zoo.mlx.config import MLXTrainingConfig
+from unsloth_zoo.mlx.config import DATASET_ORDERS, MLXTrainingConfig
 from unsloth_zoo.mlx.optim import SCHEDULES
 
 logger = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ REFUSED_KEYWORDS: Dict[str, str] = {
 }
 MLX_ORDER = ("tokenizer", "train_dataset", "eval_dataset")
 TRL_ORDER = ("args", "data_collator", "train_dataset", "eval_dataset", "processing_class")
-OWN_KEYWORDS = frozenset({*MLX_ORDER, *TRL_ORDER, "formatting_func", "callbacks"})
+OWN_KEYWORDS = frozenset({*MLX_ORDER, *TRL_ORDER, "formatting_func", "callbacks", "processor"})
 
 BACKEND_FIELDS = frozenset(MLXTrainingConfig.__dataclass_fields__)
 SAMPLING_STRATEGIES = {"random": None, "sequential": "sequential"}
@@ -205,6 +205,8 @@ TRAINER_KEYWORDS: Dict[str, Any] = {
     "preserve_dataset_order": False,
     # Honoured with UnslothVisionDataCollator; the trainer refuses it for text (train_on_responses_only there).
     "completion_only_loss": None,
+    # Upstream's flag for an IterableDataset: rows are read in the order they come, as Hugging Face streams them.
+    "streaming": False,
 }
 # TRL's keywords that are not backend fields, each kept as an attribute with the value given or this default.
 KEPT_KEYWORDS: Dict[str, Any] = {
@@ -212,14 +214,21 @@ KEPT_KEYWORDS: Dict[str, Any] = {
     **TRAINER_KEYWORDS,
     SAMPLING_KEYWORD: "random",
 }
+# The keywords that choose an order; a config that got none of them leaves the choice to the trainer.
+ORDER_KEYWORDS = ("dataset_order", "preserve_dataset_order", SAMPLING_KEYWORD)
 # Carried from one arguments object to the trainer's own copy (rebuilt from the backend fields), unless the
 # trainer call itself passes one of the keywords that set it.
 CARRIED_ATTRIBUTES = {
     "skip_prepare_dataset": ("dataset_kwargs",),
     "eval_strategy_unset": ("eval_strategy", "evaluation_strategy", "eval_steps"),
+    "dataset_order_explicit": ORDER_KEYWORDS,
     **{name: (name,) for name in KEPT_KEYWORDS},
 }
 KNOWN_KEYWORDS = BACKEND_FIELDS | set(ALIASES) | set(KEPT_KEYWORDS)
+# CUDA Unsloth's batch order (torch.randperm seeded with seed + epoch), named as upstream's MLX trainer names it.
+TORCH_ORDER = "torch_randperm"
+# Where a context length given to the trainer itself came from: kept as given, as TRL keeps its max_length.
+TRAINER_SOURCE = "trainer"
 SUPPORTED_DATASET_KWARGS = frozenset({"skip_prepare_dataset"})
 FALLBACK_MAX_SEQ_LENGTH = 1024
 MODEL_MAX_SEQ_LENGTH_ATTRIBUTE = "max_seq_length"
@@ -430,7 +439,19 @@ class UnslothTrainingArguments(MLXTrainingConfig):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         requested = requested_values(args, kwargs)
         translation = translate(requested, type(self).epochs_when_length_unset)
-        super().__init__(**translation.values)
+        values = translation.values
+        order = values.get("dataset_order", MLXTrainingConfig.dataset_order)
+        if order not in (*DATASET_ORDERS, TORCH_ORDER):
+            raise ValueError(
+                f"dataset_order={order!r} is not an order; choose one of {', '.join(DATASET_ORDERS)}, "
+                f"or {TORCH_ORDER} (CUDA Unsloth's, drawn with torch)"
+            )
+        torch_order = order == TORCH_ORDER
+        # The backend knows no torch order; the trainer draws it, so the backend checks the rest with "default".
+        super().__init__(**{**values, **({"dataset_order": "default"} if torch_order else {})})
+        if torch_order:
+            self.dataset_order = TORCH_ORDER
+        self.dataset_order_explicit = "dataset_order" in values
         self.max_seq_length_source = translation.max_seq_length_source
         self.skip_prepare_dataset = translation.skip_prepare_dataset
         for name, default in KEPT_KEYWORDS.items():
@@ -468,8 +489,11 @@ class TrainerCall(NamedTuple):
     data_collator: Any
     formatting_func: Any
     callbacks: Optional[List[Any]]
-    # What was passed as the tokenizer or processing class, before a processor's text tokenizer is taken from it.
+    # The processor (text and images) when the call has one: processor=, a processor as processing_class, or
+    # the vision collator's.
     processor: Any = None
+    # What was passed as the tokenizer or processing class (TRL's `trainer.processing_class`).
+    processing_class: Any = None
 
 
 def is_training_arguments(value: Any) -> bool:
@@ -529,13 +553,18 @@ def read_trainer_call(model: Any, positionals: Tuple[Any, ...], keywords: Dict[s
     _refuse_trainer_keywords(named)
     if named.get("train_dataset") is None:
         raise ValueError("UnslothTrainer needs a train_dataset")
-    tokenizer = named.get("tokenizer")
-    tokenizer = tokenizer if tokenizer is not None else named.get("processing_class")
+    given = named.get("tokenizer")
+    given = given if given is not None else named.get("processing_class")
     # A vision collator carries its processor, which serves when the call names none (one given explicitly wins).
-    tokenizer = tokenizer if tokenizer is not None else getattr(named.get("data_collator"), "processor", None)
-    processor = tokenizer
+    from_collator = getattr(named.get("data_collator"), "processor", None)
+    given = given if given is not None else from_collator
+    processor = named.get("processor")
+    if processor is None:
+        processor = given if is_processor(given) else from_collator
     # A processor (text and images) holds the text tokenizer at `.tokenizer`; the MLX trainer needs that one.
-    tokenizer = getattr(tokenizer, "tokenizer", None) or tokenizer
+    tokenizer = given.tokenizer if is_processor(given) else given
+    if tokenizer is None and is_processor(processor):
+        given, tokenizer = processor, processor.tokenizer
     if tokenizer is None:
         raise TypeError("UnslothTrainer needs a tokenizer: pass processing_class= (TRL's name) or tokenizer=")
     overrides = {name: value for name, value in named.items() if name in KNOWN_KEYWORDS}
@@ -548,7 +577,13 @@ def read_trainer_call(model: Any, positionals: Tuple[Any, ...], keywords: Dict[s
         formatting_func=named.get("formatting_func"),
         callbacks=named.get("callbacks"),
         processor=processor,
+        processing_class=given,
     )
+
+
+def is_processor(value: Any) -> bool:
+    """A Hugging Face processor (text and images): it holds its text tokenizer at `.tokenizer`."""
+    return getattr(value, "tokenizer", None) is not None
 
 
 _DEFAULT_INSTANCES: Dict[Tuple[type, Any], Any] = {}
@@ -607,10 +642,28 @@ def _rebuilt_config(args: Any, overrides: Dict[str, Any]) -> UnslothTrainingArgu
         return config
     if dataclasses.is_dataclass(args) and not isinstance(args, type):
         return UnslothTrainingArguments({**foreign_keywords(args), **overrides})
-    raise TypeError(
-        "UnslothTrainer args must be UnslothTrainingArguments, a dict or a TrainingArguments dataclass, "
-        f"got {type(args).__name__}"
-    )
+    return UnslothTrainingArguments({**attribute_keywords(args), **overrides})
+
+
+def attribute_keywords(args: Any) -> Dict[str, Any]:
+    """A plain object (a SimpleNamespace, a class with attributes) as keywords: its public non-callable attributes.
+    TypeError when none of them is a training argument, so a tokenizer passed as args is not read as one."""
+    keywords = {}
+    for name in dir(args):
+        if name.startswith("_"):
+            continue
+        try:
+            value = getattr(args, name)
+        except Exception:
+            continue
+        if not callable(value):
+            keywords[name] = value
+    if isinstance(args, type) or not set(keywords) & KNOWN_KEYWORDS:
+        raise TypeError(
+            "UnslothTrainer args must be UnslothTrainingArguments, a dict, a TrainingArguments dataclass or an "
+            f"object whose attributes are training arguments, got {type(args).__name__}"
+        )
+    return keywords
 
 
 def model_context_limit(model: Any) -> Optional[int]:
@@ -619,38 +672,36 @@ def model_context_limit(model: Any) -> Optional[int]:
     return int(limit) if limit else None
 
 
+def _length(value: Any) -> Optional[int]:
+    """A positive whole number of positions, or None (unset, zero, or not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return None
+    return int(value)
+
+
 def _max_seq_length(config: UnslothTrainingArguments, model: Any) -> int:
-    """Explicit max_seq_length, else the model's, else the args' max_length, else 1024; never past the length the
-    model was loaded for, nor its positions."""
+    """CUDA Unsloth's order: a length given to the trainer itself, as given; the args' max_seq_length, never past
+    the length the model was loaded for; the model's max_seq_length, then its max_length; the args' max_length;
+    else 1024, TRL's default (the model's position count is not consulted, as TRL does not)."""
     source = getattr(config, "max_seq_length_source", "max_seq_length")
-    explicit = config.max_seq_length if source == "max_seq_length" else None
-    from_model = getattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, None)
-    from_max_length = config.max_seq_length if source == "max_length" else None
-    for origin, value in (  # noqa: B007  (origin is read after the loop)
-        ("max_seq_length", explicit),
-        ("the model's max_seq_length", from_model),
-        ("max_length", from_max_length),
-    ):
-        if value is not None:
-            break
-    else:
-        origin, value = None, FALLBACK_MAX_SEQ_LENGTH
-    value = int(value)
-    limit = model_context_limit(model)
-    # The model was loaded for `from_model` positions (FastLanguageModel's max_seq_length): never train past it.
-    if from_model is not None and origin != "the model's max_seq_length":
-        limit = int(from_model) if limit is None else min(limit, int(from_model))
-    if limit is not None and value > limit:
-        if origin is not None:
+    given = _length(config.max_seq_length)
+    if source == TRAINER_SOURCE and given is not None:
+        return given
+    loaded = _length(getattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, None))
+    if source == "max_seq_length" and given is not None:
+        if loaded is not None and given > loaded:
             logger.warning(
-                "%s=%d is longer than the model's maximum of %d positions; training with %d",
-                origin,
-                value,
-                limit,
-                limit,
+                "max_seq_length=%d is longer than the model's maximum of %d positions; training with %d",
+                given,
+                loaded,
+                loaded,
             )
-        value = limit
-    return value
+            return loaded
+        return given
+    for value in (loaded, _length(getattr(model, "max_length", None)), given if source == "max_length" else None):
+        if value is not None:
+            return value
+    return FALLBACK_MAX_SEQ_LENGTH
 
 
 def trainer_arguments(args: Any, overrides: Dict[str, Any], model: Any = None) -> UnslothTrainingArguments:
@@ -660,5 +711,12 @@ def trainer_arguments(args: Any, overrides: Dict[str, Any], model: Any = None) -
     for name, keywords in CARRIED_ATTRIBUTES.items():
         if hasattr(args, name) and not any(keyword in overrides for keyword in keywords):
             setattr(config, name, getattr(args, name))
+    if isinstance(args, MLXTrainingConfig) and not isinstance(args, UnslothTrainingArguments):
+        # The backend's own config always holds a dataset_order; only another value than its default was asked for.
+        config.dataset_order_explicit = any(name in overrides for name in ORDER_KEYWORDS) or (
+            args.dataset_order != MLXTrainingConfig.dataset_order
+        )
+    if any(overrides.get(name) is not None for name in ("max_seq_length", "max_length")):
+        config.max_seq_length_source = TRAINER_SOURCE
     config.max_seq_length = _max_seq_length(config, model)
     return config

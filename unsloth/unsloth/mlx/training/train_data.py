@@ -3,9 +3,9 @@
 """The training rows as the MLX trainer holds them: read from what notebooks pass, ordered, masked and shown back.
 
 A streamed `IterableDataset` is read for as many rows as `max_steps` needs (again from the start when it runs
-out, as Hugging Face's trainer does); with `skip_prepare_dataset` the `input_ids` are used as they are and a
-`labels` column masked with -100 becomes the loss mask; image rows without the vision collator and collators that
-do more than pad are refused by name. Each epoch the rows are shown to the backend in CUDA Unsloth's order when
+out, as Hugging Face's trainer does); rows with an `input_ids` column (or with `skip_prepare_dataset`) are used
+as they are and a `labels` column masked with -100 becomes the loss mask; image rows that no vision collator
+reads and collators that do more than pad are refused by name. Each epoch the rows are shown to the backend in CUDA Unsloth's order when
 torch can draw it, and `trainer.train_dataset` shows TRL's prepared columns (`input_ids`, `attention_mask`, and
 `labels` once masked).
 """
@@ -21,6 +21,8 @@ from typing import Any, List, NamedTuple, Optional, Sequence
 import numpy as np
 
 from unsloth_zoo.mlx.data import TokenizedRows
+
+from .arguments import TORCH_ORDER
 
 logger = logging.getLogger(__name__)
 _noted_fallback = False
@@ -71,7 +73,7 @@ def is_streamed(dataset: Any) -> bool:
     return dataset is not None and hasattr(dataset, "__iter__") and not hasattr(dataset, "__len__")
 
 
-def _columns(dataset: Any) -> List[str]:
+def columns(dataset: Any) -> List[str]:
     names = getattr(dataset, "column_names", None)
     if names is not None:
         return list(names)
@@ -83,7 +85,7 @@ def _columns(dataset: Any) -> List[str]:
 
 def refuse_images(*datasets: Any) -> None:
     for dataset in datasets:
-        found = [name for name in IMAGE_COLUMNS if name in _columns(dataset)]
+        found = [name for name in IMAGE_COLUMNS if name in columns(dataset)]
         if found:
             raise NotImplementedError(
                 f"this dataset has an {found[0]!r} column, and the trainer was given no UnslothVisionDataCollator: "
@@ -114,14 +116,14 @@ def _column(rows: Any, name: str) -> List[Any]:
 
 
 def _tokenized(rows: Any, max_seq_length: int) -> PreparedRows:
-    if "input_ids" not in _columns(rows):
+    if "input_ids" not in columns(rows):
         raise ValueError(
             "dataset_kwargs={'skip_prepare_dataset': True} needs an already tokenized dataset with an input_ids "
-            f"column; this one has {_columns(rows)} (drop skip_prepare_dataset to let the trainer tokenize the text)"
+            f"column; this one has {columns(rows)} (drop skip_prepare_dataset to let the trainer tokenize the text)"
         )
     ids = [list(row)[:max_seq_length] for row in _column(rows, "input_ids")]
     masks = None
-    if "labels" in _columns(rows):
+    if "labels" in columns(rows):
         masks = [np.asarray(list(row)[:max_seq_length]) != IGNORE_INDEX for row in _column(rows, "labels")]
     return PreparedRows(TokenizedRows(ids), False, masks)
 
@@ -132,7 +134,8 @@ def prepared_rows(dataset: Any, config: Any, skip_prepare_dataset: bool) -> Prep
         return PreparedRows(None, False, None)
     streamed = is_streamed(dataset)
     rows = _streamed_rows(dataset, config) if streamed else dataset
-    if skip_prepare_dataset:
+    # Rows that bring their input_ids are trained on them, as TRL and CUDA Unsloth do: the text is not re-tokenized.
+    if skip_prepare_dataset or "input_ids" in columns(rows):
         return _tokenized(rows, int(config.max_seq_length))._replace(streamed=streamed)
     return PreparedRows(rows, streamed, None)
 
@@ -217,6 +220,29 @@ def cuda_epoch_order(rows: int, seed: int, epoch: int) -> List[int]:
     generator = torch.Generator()
     generator.manual_seed(int(seed) + int(epoch))
     return torch.randperm(rows, generator=generator).tolist()
+
+
+def settle_order(config: Any, streamed: bool) -> bool:
+    """Set `config.dataset_order` to the order the rows will be read in; True when that is torch's randperm.
+
+    Left unset, it is CUDA Unsloth's order (torch_randperm) where torch is installed, else the backend's seeded
+    shuffle ("default"); a stream, or `streaming=True`, is read in the order it comes ("sequential").
+    """
+    order = config.dataset_order
+    if not getattr(config, "dataset_order_explicit", False):
+        if streamed or getattr(config, "streaming", False):
+            order = "sequential"
+        elif torch_installed():
+            order = TORCH_ORDER
+        else:
+            note_fallback_order()
+    if order == TORCH_ORDER and not torch_installed():
+        raise ImportError(
+            f"dataset_order={TORCH_ORDER!r} needs torch to draw CUDA Unsloth's order (pip install torch), "
+            "or choose dataset_order='default' for the MLX trainer's own seeded shuffle"
+        )
+    config.dataset_order = order
+    return order == TORCH_ORDER
 
 
 def note_fallback_order() -> None:

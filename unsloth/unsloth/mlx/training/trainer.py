@@ -28,15 +28,15 @@ from .train_data import (
     TrainRows,
     check_collator,
     cuda_epoch_order,
-    note_fallback_order,
     prepared_dataset,
     prepared_rows,
     refuse_images,
-    torch_installed,
+    settle_order,
 )
 from ..vision.training import (
     VisionTrainRows,
     encode_vision_rows,
+    implied_collator,
     refuse_completion_only_loss,
     refuse_vision_eval,
     vision_collator,
@@ -67,7 +67,9 @@ class UnslothTrainer(MLXTrainer):
         # A kept TRL keyword (arguments.KEPT_KEYWORDS), set by name rather than declared as a field.
         completion_only = getattr(config, "completion_only_loss", None)
         # Vision hook: UnslothVisionDataCollator encodes the rows itself (vision_training).
-        self.vision_collator = vision_collator(call.data_collator)
+        self.vision_collator = vision_collator(call.data_collator) or implied_collator(
+            model, call.processor, call.data_collator, call.train_dataset
+        )
         if self.vision_collator is None:
             check_collator(call.data_collator)
             refuse_completion_only_loss(completion_only)
@@ -75,18 +77,11 @@ class UnslothTrainer(MLXTrainer):
             train = prepared_rows(call.train_dataset, config, config.skip_prepare_dataset)
         else:
             refuse_vision_eval(call.eval_dataset)
-            vision = encode_vision_rows(
-                self.vision_collator, call.train_dataset, config.max_seq_length, completion_only
-            )
+            vision = encode_vision_rows(self.vision_collator, call.train_dataset, config)
             train = PreparedRows(vision.rows, False, vision.masks)
         evaluation = prepared_rows(call.eval_dataset, config, config.skip_prepare_dataset)
-        if train.streamed and config.dataset_order == "default":
-            # Hugging Face reads a streamed dataset in its own order; shuffling is the dataset's job there.
-            config.dataset_order = "sequential"
         # The backend walks rows as `_epoch_batches` gives them; this trainer shows them in CUDA Unsloth's order.
-        self.cuda_batch_order = config.dataset_order == "default" and torch_installed()
-        if config.dataset_order == "default" and not self.cuda_batch_order:
-            note_fallback_order()
+        self.cuda_batch_order = settle_order(config, train.streamed)
         super().__init__(
             model,
             call.tokenizer,
@@ -104,10 +99,10 @@ class UnslothTrainer(MLXTrainer):
             # Labels already masked to -100 (train_on_responses_only's return_function) become the loss mask.
             self.train_rows.set_masks(train.masks)
         # TRL's attribute names, which notebooks and helpers such as train_on_responses_only read.
-        self.processing_class = call.tokenizer
-        if self.vision_collator is not None:
-            self.processing_class = self.processor = call.processor or self.vision_collator.processor
-        self.data_collator = call.data_collator
+        self.processing_class, self.processor = call.processing_class, call.processor
+        if self.vision_collator is not None and self.processor is None:
+            self.processor = self.vision_collator.processor
+        self.data_collator = self.vision_collator or call.data_collator
         self.show_prepared_rows()
         if self.vision_collator is not None:
             # The vision rows are the processor's, images included: the trainer shows the dataset as given.

@@ -29,6 +29,7 @@ REFUSED_OPTIONS: Dict[str, tuple] = {
     "snap_to_patch_size": ((None, False), "the processor sizes images to its patches itself"),
     "ignore_index": ((None, -100), "the MLX trainer masks the loss with booleans, not a label value"),
     "return_tensors": ((None, "pt", "np", "mlx"), "batches are MLX arrays"),
+    "last_response_only": ((None, False), "completion_only_loss trains every assistant answer"),
 }
 RESIZE_CHOICES = ("min", "max", None)
 
@@ -96,10 +97,36 @@ class UnslothVisionDataCollator:
         max_seq_length: Optional[int] = None,
         formatting_func: Optional[Callable[[Any], Any]] = None,
         resize: Any = "min",
+        ignore_index: int = -100,
+        train_on_responses_only: bool = False,
+        instruction_part: Optional[str] = None,
+        response_part: Optional[str] = None,
+        force_match: bool = True,
+        num_proc: Optional[int] = None,
         completion_only_loss: bool = True,
+        pad_to_multiple_of: Optional[int] = None,
+        resize_dimension: Any = 0,
+        snap_to_patch_size: bool = False,
+        last_response_only: bool = False,
         **options: Any,
     ) -> None:
-        refuse_options(options)
+        # CUDA Unsloth's parameters in its order, so a positional call reads the same; those MLX cannot honour
+        # are refused by name unless left at their defaults.
+        refuse_options(
+            {
+                "ignore_index": ignore_index,
+                "train_on_responses_only": train_on_responses_only,
+                "instruction_part": instruction_part,
+                "response_part": response_part,
+                "force_match": force_match,
+                "num_proc": num_proc,
+                "pad_to_multiple_of": pad_to_multiple_of,
+                "resize_dimension": resize_dimension,
+                "snap_to_patch_size": snap_to_patch_size,
+                "last_response_only": last_response_only,
+                **options,
+            }
+        )
         if processor is None or not hasattr(processor, "apply_chat_template"):
             raise TypeError(
                 "UnslothVisionDataCollator(model, processor): the second argument must be the processor "

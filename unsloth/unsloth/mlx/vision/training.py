@@ -17,7 +17,7 @@ import numpy as np
 
 from unsloth_zoo.mlx.data import TokenizedRows
 
-from ..training.train_data import TrainRows
+from ..training.train_data import TrainRows, columns
 from .collator import UnslothVisionDataCollator
 from .backend import causal_logits, check_family
 
@@ -38,15 +38,36 @@ def _rows(dataset: Any) -> List[Any]:
     raise ValueError("UnslothVisionDataCollator on MLX needs a dataset with a length (a list or a datasets.Dataset)")
 
 
-def encode_vision_rows(
-    collator: UnslothVisionDataCollator, dataset: Any, max_seq_length: int, completion_only_loss: Optional[bool] = None
-) -> VisionRows:
-    """Every row through the collator once; the collator's own max_seq_length wins over the trainer's, and the
-    config's completion_only_loss, when given, over the collator's."""
+# The columns a vision notebook's rows carry: conversations whose parts hold the images, or an images column.
+VISION_COLUMNS = ("messages", "conversations", "images", "image")
+
+
+def implied_collator(
+    model: Any, processor: Any, data_collator: Any, dataset: Any
+) -> Optional[UnslothVisionDataCollator]:
+    """The collator upstream builds itself when a vision model's conversation rows come without one; else None."""
+    if data_collator is not None or dataset is None or not hasattr(model, "vision_tower"):
+        return None
+    if not hasattr(processor, "image_processor") or not set(VISION_COLUMNS) & set(columns(dataset)):
+        return None
+    return UnslothVisionDataCollator(model, processor)
+
+
+def settle_vision_arguments(collator: UnslothVisionDataCollator, config: Any) -> None:
+    """Agree the collator and the trainer's arguments: the collator's max_seq_length wins over the arguments', an
+    explicit completion_only_loss in the arguments over the collator's; `args.image_size` reads the collator's resize."""
     if collator.max_seq_length is None:
-        collator.max_seq_length = int(max_seq_length)
-    if completion_only_loss is not None:
-        collator.completion_only_loss = bool(completion_only_loss)
+        collator.max_seq_length = int(config.max_seq_length)
+    config.max_seq_length = collator.max_seq_length
+    if getattr(config, "completion_only_loss", None) is not None:
+        collator.completion_only_loss = bool(config.completion_only_loss)
+    config.completion_only_loss = collator.completion_only_loss
+    config.image_size = collator.resize
+
+
+def encode_vision_rows(collator: UnslothVisionDataCollator, dataset: Any, config: Any) -> VisionRows:
+    """Every row through the collator once, after the collator and the arguments agree."""
+    settle_vision_arguments(collator, config)
     encoded = [collator.encode(row) for row in _rows(dataset)]
     if not encoded:
         raise ValueError("the training dataset has no rows")

@@ -1,0 +1,273 @@
+"""What upstream's own MLX test file (`unslothai/unsloth`, `tests/python/test_mlx_public_trainer_api.py`) found
+different here, each settled as TRL, the Hugging Face `Trainer` or CUDA Unsloth do it, or kept and said why in
+docs/mlx-upstream-parity.md."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import pytest
+
+from unsloth import UnslothTrainer, UnslothTrainingArguments
+
+from .conftest import chat_text
+from .test_vision import conversation, load, rows, vision_dirs  # noqa: F401  (the session fixture)
+
+
+# ---- 1. a dataset that brings its own input_ids ----
+
+
+def test_given_input_ids_are_trained_on_not_the_text_beside_them(load_public, quiet_args) -> None:
+    model, tokenizer = load_public(lora=True)
+    given = [tokenizer(chat_text("Why?", f"Because {n}."), add_special_tokens=False)["input_ids"] for n in range(4)]
+    # The text column says something else: TRL and CUDA Unsloth train on the input_ids, never re-tokenize it.
+    data = [{"text": chat_text("Other?", "Other words entirely."), "input_ids": ids} for ids in given]
+    trainer = UnslothTrainer(model, tokenizer, data, args=quiet_args(max_steps=1))
+    assert [list(row) for row in trainer.train_rows.source_rows] == given
+    assert trainer.train().global_step == 1
+
+
+# ---- 2. dataset order ----
+
+
+def test_torch_randperm_is_a_dataset_order_the_arguments_accept() -> None:
+    args = UnslothTrainingArguments(dataset_order="torch_randperm", max_steps=1)
+    assert args.dataset_order == "torch_randperm"
+    assert UnslothTrainingArguments(max_steps=1).dataset_order == "default"
+    with pytest.raises(ValueError, match="dataset_order"):
+        UnslothTrainingArguments(dataset_order="shuffled")
+
+
+def test_an_explicit_default_order_is_mlx_own_order(load_public, chat_rows, quiet_args) -> None:
+    model, tokenizer = load_public()
+    trainer = UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(dataset_order="default"))
+    assert trainer.args.dataset_order == "default" and trainer.cuda_batch_order is False
+
+
+def test_without_torch_the_implicit_order_is_named_as_the_one_used(load_public, chat_rows, quiet_args) -> None:
+    pytest.importorskip("mlx")
+    if __import__("importlib").util.find_spec("torch") is not None:
+        pytest.skip("with torch the implicit order is torch_randperm (tests/mlx_api/with_torch)")
+    model, tokenizer = load_public()
+    assert UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args()).args.dataset_order == "default"
+    with pytest.raises(ImportError, match="dataset_order='torch_randperm' needs torch"):
+        UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(dataset_order="torch_randperm"))
+
+
+def test_streaming_true_reads_the_rows_in_the_order_they_come(load_public, chat_rows, quiet_args) -> None:
+    from datasets import Dataset
+
+    model, tokenizer = load_public(lora=True)
+    streamed = Dataset.from_list(chat_rows).to_iterable_dataset()
+    args = quiet_args(streaming=True, max_steps=2)
+    assert args.streaming is True
+    trainer = UnslothTrainer(model, tokenizer, streamed, args=args)
+    assert trainer.args.dataset_order == "sequential"
+    assert trainer.train().global_step == 2
+    # A list given with streaming=True is read in its own order too, as a stream would be.
+    listed = UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(streaming=True))
+    assert listed.args.dataset_order == "sequential"
+
+
+# ---- 3. args as a plain object ----
+
+
+def test_a_plain_object_or_namespace_is_read_by_attribute(load_public, chat_rows, tmp_path) -> None:
+    model, tokenizer = load_public()
+    namespace = types.SimpleNamespace(max_steps=3, learning_rate=1e-3, output_dir=str(tmp_path), max_seq_length=48)
+    trainer = UnslothTrainer(model, tokenizer, chat_rows, args=namespace)
+    assert (trainer.args.max_steps, trainer.args.learning_rate, trainer.args.max_seq_length) == (3, 1e-3, 48)
+
+    class Settings:
+        max_steps = 2
+        optim = "adamw_8bit"
+        save_strategy = "no"
+
+    from_class = UnslothTrainer(model, tokenizer, chat_rows, args=Settings())
+    assert (from_class.args.max_steps, from_class.args.optim) == (2, "adamw")
+
+    class Unknown:
+        max_steps = 2
+        not_a_training_argument = 1
+
+    with pytest.raises(NotImplementedError, match="not_a_training_argument"):
+        UnslothTrainer(model, tokenizer, chat_rows, args=Unknown())
+
+
+# ---- 4. context length ----
+
+
+def test_a_trainer_level_max_seq_length_is_kept_above_the_loaded_length(load_public, chat_rows, quiet_args) -> None:
+    model, tokenizer = load_public(max_seq_length=321)
+    kept = UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(max_seq_length=None), max_seq_length=400)
+    assert kept.args.max_seq_length == 400
+    # In the arguments it is still brought down to the length the model was loaded for, as CUDA Unsloth does.
+    assert UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(max_seq_length=400)).args.max_seq_length == 321
+
+
+def test_a_raw_mlx_lm_model_trains_at_1024_or_its_max_length(load_public, chat_rows, quiet_args) -> None:
+    from unsloth_zoo.mlx import load_model
+
+    model, tokenizer = load_public()
+    raw, _ = load_model(model.unsloth_source_path)  # 512 positions in its config, no max_seq_length of its own
+    assert UnslothTrainer(raw, tokenizer, chat_rows, args=quiet_args(max_seq_length=None)).args.max_seq_length == 1024
+    raw.max_length = 777
+    assert UnslothTrainer(raw, tokenizer, chat_rows, args=quiet_args(max_seq_length=None)).args.max_seq_length == 777
+
+
+# ---- 5. the processor ----
+
+
+class Processor:
+    """A processor as Hugging Face shapes it: the text tokenizer at `.tokenizer`."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+
+def test_a_processor_as_processing_class_is_the_trainers_processor(load_public, chat_rows, quiet_args) -> None:
+    model, tokenizer = load_public()
+    processor = Processor(tokenizer)
+    trainer = UnslothTrainer(model=model, processing_class=processor, train_dataset=chat_rows, args=quiet_args())
+    assert trainer.processor is processor and trainer.processing_class is processor
+    assert trainer.tokenizer is tokenizer
+    plain = UnslothTrainer(model=model, processing_class=tokenizer, train_dataset=chat_rows, args=quiet_args())
+    assert plain.processing_class is tokenizer and plain.processor is None
+
+
+def test_the_processor_keyword_is_accepted(load_public, chat_rows, quiet_args) -> None:
+    model, tokenizer = load_public()
+    processor = Processor(tokenizer)
+    trainer = UnslothTrainer(
+        model=model, processing_class=tokenizer, processor=processor, train_dataset=chat_rows, args=quiet_args()
+    )
+    assert trainer.processor is processor and trainer.processing_class is tokenizer
+
+
+def test_with_a_vision_collator_the_processor_is_the_collators(vision_dirs, tmp_path) -> None:  # noqa: F811
+    from unsloth import UnslothVisionDataCollator
+
+    model, processor = load(vision_dirs, "qwen2_5_vl")
+    trainer = UnslothTrainer(
+        model=model,
+        processing_class=processor.tokenizer,
+        data_collator=UnslothVisionDataCollator(model, processor),
+        train_dataset=rows("qwen2_5_vl", 1),
+        args=UnslothTrainingArguments(output_dir=str(tmp_path), max_steps=1, save_strategy="no"),
+    )
+    assert trainer.processor is processor and trainer.processing_class is processor.tokenizer
+
+
+# ---- 6. the vision collator ----
+
+
+def test_the_collator_takes_cudas_positional_order(vision_dirs, tmp_path) -> None:  # noqa: F811
+    from unsloth import UnslothVisionDataCollator
+
+    model, processor = load(vision_dirs, "qwen2_5_vl")
+    # model, processor, max_seq_length, formatting_func, resize, ignore_index, train_on_responses_only,
+    # instruction_part, response_part, force_match, num_proc, completion_only_loss
+    collator = UnslothVisionDataCollator(model, processor, 200, None, "max", -100, False, None, None, True, None, False)
+    assert (collator.max_seq_length, collator.resize, collator.completion_only_loss) == (200, "max", False)
+    trainer = UnslothTrainer(
+        model=model,
+        processing_class=processor,
+        data_collator=collator,
+        train_dataset=rows("qwen2_5_vl", 1),
+        args=UnslothTrainingArguments(output_dir=str(tmp_path), max_steps=1, save_strategy="no"),
+    )
+    assert (trainer.args.max_seq_length, trainer.args.image_size) == (200, "max")
+    assert trainer.args.completion_only_loss is False
+    with pytest.raises(NotImplementedError, match="train_on_responses_only=True"):
+        UnslothVisionDataCollator(model, processor, None, None, "min", -100, True)
+
+
+def test_an_explicit_completion_only_loss_in_the_args_wins_over_the_collator(vision_dirs, tmp_path) -> None:  # noqa: F811
+    from unsloth import UnslothVisionDataCollator
+
+    model, processor = load(vision_dirs, "qwen2_5_vl")
+    trainer = UnslothTrainer(
+        model=model,
+        processing_class=processor,
+        data_collator=UnslothVisionDataCollator(model, processor),
+        train_dataset=rows("qwen2_5_vl", 1),
+        args=UnslothTrainingArguments(
+            output_dir=str(tmp_path), max_steps=1, save_strategy="no", completion_only_loss=False
+        ),
+    )
+    assert trainer.args.completion_only_loss is False and trainer.args.image_size == "min"
+
+
+def test_vision_rows_without_a_collator_train_through_one_built_for_them(vision_dirs, tmp_path) -> None:  # noqa: F811
+    from unsloth import UnslothVisionDataCollator
+
+    model, processor = load(vision_dirs, "qwen2_5_vl")
+    trainer = UnslothTrainer(
+        model=model,
+        processing_class=processor,
+        train_dataset=[conversation("qwen2_5_vl", "red"), conversation("qwen2_5_vl", "blue")],
+        args=UnslothTrainingArguments(output_dir=str(tmp_path), max_steps=1, save_strategy="no"),
+    )
+    assert isinstance(trainer.data_collator, UnslothVisionDataCollator)
+    assert trainer.data_collator.processor is processor and trainer.processor is processor
+    assert trainer.train().global_step == 1
+
+
+# ---- 7. a chat template given as text ----
+
+
+def test_a_template_given_as_text_is_stored_exactly(load_public) -> None:
+    from unsloth.chat_templates import get_chat_template
+
+    _, tokenizer = load_public()
+    tokenizer = get_chat_template(tokenizer, chat_template=("{{ messages }}", "<|eos|>"))
+    assert tokenizer.chat_template == "{{ messages }}"
+    # The user's template sees the messages as given, list-of-parts content included, as Hugging Face renders it.
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+    assert "'type': 'text'" in tokenizer.apply_chat_template(parts, tokenize=False)
+
+
+# ---- 8. torch.cuda.mem_get_info on an Apple GPU ----
+
+
+def test_the_total_is_metals_recommended_working_set_in_exact_bytes(monkeypatch) -> None:
+    import mlx.core as mx
+
+    from unsloth.mlx.compat import memory
+
+    # What Metal reports on a 32 GB M2 Max (recommendedMaxWorkingSetSize), and the GPU as the default device.
+    working_set = 22_906_503_168
+    monkeypatch.setattr(
+        mx,
+        "device_info",
+        lambda: {
+            "device_name": "Apple M2 Max",
+            "memory_size": 34_359_738_368,
+            "max_recommended_working_set_size": working_set,
+        },
+    )
+    monkeypatch.setattr(mx, "default_device", lambda: mx.Device(mx.gpu))
+    free, total = memory.mem_get_info()
+    assert total == working_set and 0 <= free <= total
+    assert memory.get_device_properties().total_memory == working_set
+    # The notebook's GB figure is rounded for printing; the byte count is not.
+    assert memory.get_gpu_memory_stats()[2] == 21.333
+
+
+# ---- 9. the trl stand-in's version ----
+
+
+def test_the_trl_stand_in_version_parses_as_major_minor_patch() -> None:
+    from types import ModuleType
+
+    from packaging.version import Version
+
+    from unsloth.mlx.compat.trl_shim import fill_stand_in
+
+    stand_in = ModuleType("trl")
+    fill_stand_in(stand_in)
+    assert stand_in.__version__ == "0.0.0+unsloth-mlx"
+    assert Version(stand_in.__version__).release == (0, 0, 0)
+    # Code that reads the minor version by splitting on dots, as some notebooks do, gets a number.
+    assert int(stand_in.__version__.split(".")[1]) == 0
