@@ -3,8 +3,8 @@
 """`train_on_responses_only`, `get_chat_template` and the dataset-format helpers notebooks import from here.
 
 A `datasets`-backed trainer gets the zoo's label masking, with `num_proc` written so serial never becomes
-auto; a trainer built by the MLX backend gets the MLX masking instead. Markers left unset are read from the
-chat family the tokenizer was given (`unsloth.mlx.chat.families`, the one table of formats and markers).
+auto; a trainer built by the MLX backend gets the MLX masking instead. Markers left unset come from the chat
+family the tokenizer was given (`unsloth.mlx.chat.families`), else from its own template (`unsloth.mlx.chat.markers`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any, Optional
 
 import unsloth_num_proc
 
-from .mlx.chat.families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART, FAMILIES, family_of_template
+from .mlx.chat.families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART  # noqa: F401 (read by callers)
+from .mlx.chat.markers import find_markers
 from .mlx.chat.prompt_template import apply_chat_template
 from .mlx.chat.sharegpt import standardize_data_formats, standardize_sharegpt, to_sharegpt
 
@@ -51,17 +52,9 @@ def _trainer_tokenizer(trainer: Any, tokenizer: Any) -> Any:
 
 
 def resolve_markers(tokenizer: Any, instruction_part: Optional[str], response_part: Optional[str]) -> tuple:
-    """Markers left as None come from the tokenizer's chat family, else the zephyr-style defaults."""
-    name = getattr(tokenizer, "unsloth_chat_family", None) or family_of_template(
-        getattr(tokenizer, "chat_template", None)
-    )
-    family = FAMILIES.get(name) if name else None
-    default_instruction = family.instruction_part if family else DEFAULT_INSTRUCTION_PART
-    default_response = family.response_part if family else DEFAULT_RESPONSE_PART
-    return (
-        default_instruction if instruction_part is None else instruction_part,
-        default_response if response_part is None else response_part,
-    )
+    """Markers left as None from the family table, else read from the tokenizer's own chat template."""
+    found = find_markers(tokenizer, instruction_part, response_part)
+    return found.instruction_part, found.response_part
 
 
 def train_on_responses_only(

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART
+from .families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART  # noqa: F401 (the defaults, read by callers)
+from .markers import find_markers
 
 IGNORE_INDEX = -100
 Span = Tuple[int, int]
@@ -135,15 +136,16 @@ def train_on_responses_only(
             "train_on_responses_only on MLX masks the training loss only; the evaluation loss would still count every "
             "token. Build the trainer without eval_dataset to train on responses only."
         )
-    instruction_part = DEFAULT_INSTRUCTION_PART if instruction_part is None else instruction_part
-    response_part = DEFAULT_RESPONSE_PART if response_part is None else response_part
+    markers = find_markers(trainer.tokenizer, instruction_part, response_part)
+    instruction_part, response_part = markers.instruction_part, markers.response_part
     masks = [
         np.asarray(row_mask(trainer.tokenizer, row, instruction_part, response_part, force_match, last_response_only))
         for row in trainer.train_rows.source_rows
     ]
     if not any(mask.any() for mask in masks):
         raise ValueError(
-            f"no training row contains the response marker {response_part!r}; check instruction_part and response_part"
+            f"no training row contains the response marker {response_part!r} (markers from {markers.source}); "
+            "check instruction_part and response_part"
         )
     trainer.train_rows.set_masks(masks)
     trainer.show_prepared_rows()
