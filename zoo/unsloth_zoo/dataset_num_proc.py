@@ -89,6 +89,9 @@ PROC_VMSTAT = "/proc/vmstat"
 
 # Checked in order; the first that holds a positive integer is the number of ranks sharing this host.
 LOCAL_RANK_ENV_VARS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+# `mlx.launch` (ring backend) sets no local-size variable: its hostfile lists each rank's "ip:port" addresses.
+MLX_RANK_ENV_VAR = "MLX_RANK"
+MLX_HOSTFILE_ENV_VAR = "MLX_HOSTFILE"
 # `main_first=`: inside a main-first block the local main rank maps alone, then the other local ranks together.
 MAIN_FIRST_MAIN = "main"
 MAIN_FIRST_REST = "rest"
@@ -651,6 +654,46 @@ def _available_memory() -> Tuple[Optional[int], str, Tuple[Tuple[str, Optional[i
     return value, source, readings
 
 
+def parse_mlx_hostfile(text: str) -> List[FrozenSet[str]]:
+    """Each rank's set of IP addresses from the ring backend's hostfile (a JSON list of "ip:port" lists)."""
+    if not text.strip():
+        return []  # mlx.launch writes an empty hostfile for a single rank
+    entries = json.loads(text)
+    if not isinstance(entries, list) or not all(
+        isinstance(entry, list) and entry and all(isinstance(address, str) and ":" in address for address in entry)
+        for entry in entries
+    ):
+        raise ValueError("expected a JSON list with one list of 'ip:port' strings per rank")
+    return [frozenset(address.rsplit(":", 1)[0] for address in entry) for entry in entries]
+
+
+def count_ranks_sharing_host(hosts: Sequence[FrozenSet[str]], rank: int) -> Tuple[int, int]:
+    """(ranks on `rank`'s host, `rank`'s index among them): ranks whose addresses overlap share a host."""
+    mine = hosts[rank]
+    sharing = [other for other in range(len(hosts)) if hosts[other] & mine]
+    return len(sharing), sharing.index(rank)
+
+
+def mlx_ranks_on_this_host(hostfile_path: Optional[str], rank_text: Optional[str]) -> Tuple[int, int]:
+    """(local ranks, local rank) from `MLX_HOSTFILE` and `MLX_RANK`; (1, 0) with a warning when unreadable."""
+    if not hostfile_path or rank_text is None:
+        return 1, 0
+    rank = _parse_plausible_count(rank_text.strip())
+    text = _read_text(hostfile_path)
+    try:
+        hosts = parse_mlx_hostfile(text or "")
+    except ValueError as error:
+        _warn_once(f"Ignoring {MLX_HOSTFILE_ENV_VAR}={_safe_repr(hostfile_path)}: {error}.")
+        return 1, 0
+    if rank is None or rank >= len(hosts):
+        if hosts:
+            _warn_once(
+                f"Ignoring {MLX_RANK_ENV_VAR}={_safe_repr(rank_text)}: not a rank of the {len(hosts)} in the hostfile."
+            )
+        return 1, 0
+    return count_ranks_sharing_host(hosts, rank)
+
+
 def _local_ranks() -> Tuple[int, str]:
     for name in LOCAL_RANK_ENV_VARS:
         raw = os.environ.get(name)
@@ -660,6 +703,9 @@ def _local_ranks() -> Tuple[int, str]:
         if count is not None and count >= 1:
             return count, name
         _warn_once(f"Ignoring {name}={_safe_repr(raw)}: not a positive integer number of local ranks.")
+    count, _ = mlx_ranks_on_this_host(os.environ.get(MLX_HOSTFILE_ENV_VAR), os.environ.get(MLX_RANK_ENV_VAR))
+    if count > 1:
+        return count, f"{MLX_HOSTFILE_ENV_VAR} (ranks whose addresses overlap this rank's)"
     return 1, "no local-rank variable set"
 
 
