@@ -94,13 +94,13 @@ def test_is_bfloat16_supported_on_the_cpu_backend() -> None:
     assert is_bfloat16_supported() is True
 
 
-def test_from_pretrained_clamps_context_and_get_peft_model_counts_lora_parameters(load_public, caplog) -> None:
+def test_from_pretrained_extends_context_and_get_peft_model_counts_lora_parameters(load_public, caplog) -> None:
     from mlx.utils import tree_flatten
 
     caplog.set_level(logging.WARNING)
     model, tokenizer = load_public(max_seq_length=4096)
-    assert model.max_seq_length == 512  # the tiny llama's max_position_embeddings
-    assert "longer than the model's maximum of 512" in caplog.text
+    assert model.max_seq_length == 4096  # past the tiny llama's 512 positions, by RoPE scaling
+    assert "512 positions; RoPE scaling (linear, factor 8)" in caplog.text
     assert tokenizer("Hi", add_special_tokens=False)["input_ids"]  # the Hugging Face tokenizer, callable
     from unsloth import FastLanguageModel
 

@@ -12,7 +12,7 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
@@ -28,6 +28,8 @@ OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
 ARGS_FILE = "training_args.json"
 SOURCE_PATH_ATTRIBUTE = "unsloth_source_path"
+# What the loaded model's config differs from its folder's config.json by (RoPE extended to a longer context).
+CONFIG_OVERRIDES_ATTRIBUTE = "unsloth_config_overrides"
 _CHECKPOINT_NAME = re.compile(rf"^{PREFIX}-(\d+)$")
 
 
@@ -36,6 +38,15 @@ def trains_adapters_only(model: Any) -> bool:
     trainable = sum(array.size for _, array in tree_flatten(model.trainable_parameters()))
     total = sum(array.size for _, array in tree_flatten(model.parameters()))
     return trainable < total
+
+
+def source_config(model: Any) -> Optional[dict]:
+    """The config.json the model was loaded from, with what loading changed (RoPE scaling) on top; None if unknown."""
+    source = getattr(model, SOURCE_PATH_ATTRIBUTE, None)
+    if source is None or not (Path(source) / "config.json").is_file():
+        return None
+    config = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
+    return {**config, **getattr(model, CONFIG_OVERRIDES_ATTRIBUTE, {})}
 
 
 def save_model_files(folder: Path, model: Any, tokenizer: Any = None) -> None:
@@ -52,17 +63,23 @@ def save_model_files(folder: Path, model: Any, tokenizer: Any = None) -> None:
         mx.save_safetensors(
             str(folder / WEIGHTS_FILE), dict(tree_flatten(model.parameters())), metadata={"format": "mlx"}
         )
-        source = getattr(model, SOURCE_PATH_ATTRIBUTE, None)
-        if source is not None and (Path(source) / "config.json").is_file():
-            shutil.copyfile(Path(source) / "config.json", folder / "config.json")
+        config = source_config(model)
+        if config is not None:
+            (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if tokenizer is not None and hasattr(tokenizer, "save_pretrained"):
         tokenizer.save_pretrained(str(folder))
 
 
 def save_checkpoint(
-    output_dir: Path, model: Any, optimizer: Any, state: TrainerState, args: Any, save_only_model: bool
+    output_dir: Path,
+    model: Any,
+    optimizer: Any,
+    state: TrainerState,
+    args: Any,
+    save_only_model: bool,
+    extra_files: Optional[Dict[str, str]] = None,
 ) -> Path:
-    """Write `checkpoint-<global_step>` completely, then make it visible; returns its path."""
+    """Write `checkpoint-<global_step>` completely (with `extra_files`, name to text), then make it visible."""
     output_dir.mkdir(parents=True, exist_ok=True)
     final = output_dir / f"{PREFIX}-{state.global_step}"
     staging = output_dir / f".{final.name}.tmp"
@@ -72,6 +89,8 @@ def save_checkpoint(
         mx.save_safetensors(str(staging / OPTIMIZER_FILE), dict(tree_flatten(optimizer.state)))
     state.save_to_json(str(staging / STATE_FILE))
     (staging / ARGS_FILE).write_text(args.to_json_string(), encoding="utf-8")
+    for name, text in (extra_files or {}).items():
+        (staging / name).write_text(text, encoding="utf-8")
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
     return final

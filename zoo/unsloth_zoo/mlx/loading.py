@@ -2,22 +2,30 @@
 # Copyright 2026 the unsloth_zoo authors.
 """Load a model folder (config, safetensors, tokenizer files) through mlx_lm: a local folder, or a Hub id.
 
+A context longer than the model's positions extends RoPE as CUDA Unsloth does: linear scaling by the ratio, in
+the config's `rope_scaling`, except a Llama 3 scaling, which is kept and only gets the wider window.
+
 A Hub id goes through `huggingface_hub.snapshot_download`, so `HF_HUB_OFFLINE`, `HF_HOME` and `token` mean what
 they mean to every Hugging Face library; offline, only a snapshot already in the cache loads.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from pathlib import Path
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-from .checkpoint import SOURCE_PATH_ATTRIBUTE
+from .checkpoint import CONFIG_OVERRIDES_ATTRIBUTE, SOURCE_PATH_ATTRIBUTE
 
 REQUIRED_FILES = ("config.json",)
 # What a model needs from its Hub repository: configs, weights and tokenizer files, never other formats' weights.
 HUB_PATTERNS = ("*.json", "*.safetensors", "*.model", "*.tiktoken", "*.txt", "*.jinja", "tokenizer*")
 _HUB_ID = re.compile(r"^[\w.\-]+/[\w.\-]+$")
+# The rope scalings that stay as they are under a longer context, or that a linear factor can be stacked onto.
+_KEPT_ROPE, _STACKED_ROPE = ("llama3",), ("default", "linear")
+logger = logging.getLogger(__name__)
 
 
 def looks_like_hub_id(name: str) -> bool:
@@ -42,14 +50,63 @@ def resolve_model_folder(name: str | Path, token: Optional[str] = None, revision
         ) from error
 
 
+def _rope_settings(config: Dict[str, Any]) -> Dict[str, Any]:
+    scaling = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    return dict(scaling) if isinstance(scaling, dict) else {}
+
+
+def extended_context(config: Dict[str, Any], max_seq_length: Optional[int]) -> Dict[str, Any]:
+    """The config keys that let a model with `config` run `max_seq_length` tokens; empty when it already can."""
+    positions = config.get("max_position_embeddings")
+    if max_seq_length is None or not positions or int(max_seq_length) <= int(positions):
+        return {}
+    factor = int(max_seq_length) / int(positions)
+    existing = _rope_settings(config)
+    kind = existing.get("rope_type") or existing.get("type") or "default"
+    if kind in _KEPT_ROPE:
+        return {"max_position_embeddings": int(max_seq_length)}
+    if kind not in _STACKED_ROPE:
+        raise NotImplementedError(
+            f"max_seq_length={max_seq_length} is past the model's {positions} positions, and its {kind!r} RoPE "
+            f"scaling cannot be extended linearly here; use max_seq_length <= {positions}"
+        )
+    if kind == "linear":
+        factor *= float(existing.get("factor", 1.0))
+    scaling = {"rope_type": "linear", "type": "linear", "factor": factor}
+    overrides: Dict[str, Any] = {"max_position_embeddings": int(max_seq_length), "rope_scaling": scaling}
+    if isinstance(config.get("rope_parameters"), dict):
+        # transformers 5 reads rope settings from rope_parameters, which keeps the base frequency beside them.
+        overrides["rope_parameters"] = {**config["rope_parameters"], **scaling}
+    return overrides
+
+
+def _apply_linear_rope(model: Any, factor: float) -> None:
+    """Make sure every rotary embedding runs `factor` times slower: families whose mlx_lm class ignores
+    `rope_scaling` get it set on their `nn.RoPE` layers, and a model with none is refused."""
+    import mlx.nn as nn
+
+    ropes = [module for _, module in model.named_modules() if isinstance(module, nn.RoPE)]
+    if any(abs(rope.scale * factor - 1.0) < 1e-6 for rope in ropes):
+        return
+    if not ropes or any(rope.scale != 1.0 for rope in ropes):
+        raise NotImplementedError(
+            f"{type(model).__module__} has no plain rotary embedding to scale by {factor:g}; "
+            "use a max_seq_length within the model's positions"
+        )
+    for rope in ropes:
+        rope.scale = 1.0 / factor
+
+
 def load_model(
     path: str | Path,
     adapter_path: Optional[str | Path] = None,
     tokenizer_config: Optional[dict] = None,
     token: Optional[str] = None,
     revision: Optional[str] = None,
+    max_seq_length: Optional[int] = None,
 ) -> Tuple[Any, Any]:
-    """The model and tokenizer in the folder (or Hub id) `path`."""
+    """The model and tokenizer in the folder (or Hub id) `path`, its RoPE extended to `max_seq_length` when that
+    is past its positions."""
     folder = resolve_model_folder(path, token=token, revision=revision)
     if not folder.is_dir():
         raise FileNotFoundError(f"no model folder at {folder}, and {str(path)!r} is not a Hub id (org/name)")
@@ -60,9 +117,26 @@ def load_model(
         raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}")
     from mlx_lm import load
 
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    overrides = extended_context(config, max_seq_length)
     model, tokenizer = load(
-        str(folder), tokenizer_config=tokenizer_config, adapter_path=None if adapter_path is None else str(adapter_path)
+        str(folder),
+        tokenizer_config=tokenizer_config,
+        model_config=overrides,
+        adapter_path=None if adapter_path is None else str(adapter_path),
     )
+    if "rope_scaling" in overrides:
+        _apply_linear_rope(model, overrides["rope_scaling"]["factor"])
+    if overrides:
+        logger.warning(
+            "Unsloth: the model has %s positions; RoPE %s extends it to max_seq_length=%d",
+            config["max_position_embeddings"],
+            f"scaling (linear, factor {overrides['rope_scaling']['factor']:g})"
+            if "rope_scaling" in overrides
+            else "(its own Llama 3 scaling)",
+            max_seq_length,
+        )
+    setattr(model, CONFIG_OVERRIDES_ATTRIBUTE, overrides)
     # Kept so a full fine-tune's saves can carry the same config.json and load back through mlx_lm.
     setattr(model, SOURCE_PATH_ATTRIBUTE, str(folder.resolve()))
     return model, tokenizer

@@ -1,13 +1,26 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 # Copyright 2026 the unsloth_zoo authors.
-"""LoRA on an mlx_lm model: freeze the base, swap the chosen linears (plain or quantized) for mlx_lm's LoRA layers."""
+"""LoRA on an mlx_lm model: freeze the base, swap the chosen linears (plain, quantized, or MoE experts) for mlx_lm's
+LoRA layers, and train `embed_tokens` / `lm_head` in full when they are named, as CUDA Unsloth's modules_to_save.
+
+A target name matches a module path in any block that equals it or ends with `.name` (PEFT's suffix rule), so
+hybrid models get LoRA on every block that has the name, not only on blocks shaped like the first one.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Trained whole, never through LoRA (CUDA Unsloth turns them into PEFT's modules_to_save).
+FULL_TARGETS = ("embed_tokens", "lm_head")
+# Hugging Face module names that mlx_lm stores under other names (its sanitize splits Granite 4.0-H's dense
+# shared_mlp into mlp.gate_proj / up_proj / down_proj), so a CUDA notebook's names still find their weights.
+MLX_NAMES = {
+    "shared_mlp.input_linear": ("mlp.gate_proj", "mlp.up_proj"),
+    "shared_mlp.output_linear": ("mlp.down_proj",),
+}
 # A plain attribute, not an mlx container, so the settings never show up among the model's parameters.
 SETTINGS_ATTRIBUTE = "unsloth_lora_settings"
 
@@ -22,6 +35,7 @@ class LoraSettings:
     # Where the base came from and how it was quantized, so a saved adapter can be put back on the same base.
     base_model: Optional[str] = None
     quantization: Optional[dict] = None
+    modules_to_save: tuple = ()
 
     @property
     def scale(self) -> float:
@@ -32,6 +46,8 @@ class LoraSettings:
         base: Dict[str, Any] = {} if self.base_model is None else {"base_model_name_or_path": self.base_model}
         if self.quantization is not None:
             base["quantization"] = dict(self.quantization)
+        if self.modules_to_save:
+            base["modules_to_save"] = list(self.modules_to_save)
         return {
             **base,
             "fine_tune_type": "lora",
@@ -45,18 +61,88 @@ class LoraSettings:
         }
 
 
-def _matching_keys(block: Any, targets: Sequence[str]) -> tuple:
-    """Module paths inside a transformer block whose last name is one of `targets` (Hugging Face's naming)."""
+def _adaptable_types() -> tuple:
+    import mlx.nn as nn
+    from mlx_lm.models.switch_layers import QuantizedSwitchLinear, SwitchLinear
+
+    return (nn.Linear, nn.QuantizedLinear, SwitchLinear, QuantizedSwitchLinear)
+
+
+def _matches(path: str, target: str) -> bool:
+    return path == target or path.endswith("." + target)
+
+
+def _resolved(targets: Sequence[str], paths: Sequence[str]) -> List[str]:
+    """The targets, each Hugging Face name that matches nothing here replaced by its mlx_lm names."""
+    resolved: List[str] = []
+    for target in targets:
+        literal = any(_matches(path, target) for path in paths)
+        resolved.extend((target,) if literal or target not in MLX_NAMES else MLX_NAMES[target])
+    return list(dict.fromkeys(resolved))
+
+
+def adaptable_paths(blocks: Sequence[Any]) -> Tuple[str, ...]:
+    """Every linear (or MoE expert linear) path inside any of `blocks`, relative to its block."""
+    kinds = _adaptable_types()
+    found = {path for block in blocks for path, module in block.named_modules() if isinstance(module, kinds)}
+    return tuple(sorted(found))
+
+
+def _full_modules(model: Any) -> Dict[str, str]:
+    """`embed_tokens` / `lm_head` by their model paths; a tied model's output is its `embed_tokens`."""
     import mlx.nn as nn
 
-    wanted = set(targets)
-    return tuple(
-        sorted(
-            path
-            for path, module in block.named_modules()
-            if path.rsplit(".", 1)[-1] in wanted and isinstance(module, (nn.Linear, nn.QuantizedLinear))
-        )
+    found: Dict[str, str] = {}
+    for path, module in model.named_modules():
+        name = path.rsplit(".", 1)[-1]
+        if name == "embed_tokens" and isinstance(module, (nn.Embedding, nn.QuantizedEmbedding)):
+            found.setdefault(name, path)
+        elif name == "lm_head" and isinstance(module, (nn.Linear, nn.QuantizedLinear)):
+            found.setdefault(name, path)
+    if "lm_head" not in found and "embed_tokens" in found:
+        found["lm_head"] = found["embed_tokens"]
+    return found
+
+
+def _refuse_unmatched(unmatched: List[str], paths: Sequence[str], full: Dict[str, str]) -> None:
+    names = sorted({path.rsplit(".", 1)[-1] for path in paths} | set(full))
+    raise ValueError(
+        f"target_modules: {', '.join(repr(name) for name in unmatched)} "
+        f"{'matches' if len(unmatched) == 1 else 'match'} nothing in this model; "
+        f"its adaptable names are {', '.join(names)} (a dotted path such as {paths[0]!r} also works)"
+        if paths
+        else f"target_modules: {unmatched} match nothing, and this model has no linear layer to adapt"
     )
+
+
+def _unquantized(module: Any) -> Any:
+    """A trainable float copy of a quantized embedding or linear (bitsandbytes likewise leaves them unquantized)."""
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    if not isinstance(module, (nn.QuantizedEmbedding, nn.QuantizedLinear)):
+        return module
+    weight = mx.dequantize(
+        module.weight, module.scales, module.get("biases"), group_size=module.group_size, bits=module.bits
+    )
+    if isinstance(module, nn.QuantizedEmbedding):
+        plain = nn.Embedding(*weight.shape)
+    else:
+        plain = nn.Linear(weight.shape[1], weight.shape[0], bias="bias" in module)
+        if "bias" in module:
+            plain.bias = module.bias
+    plain.weight = weight
+    return plain
+
+
+def _train_in_full(model: Any, paths: Sequence[str]) -> None:
+    from mlx.utils import tree_unflatten
+
+    modules = dict(model.named_modules())
+    model.update_modules(tree_unflatten([(path, _unquantized(modules[path])) for path in paths]))
+    modules = dict(model.named_modules())
+    for path in paths:
+        modules[path].unfreeze()
 
 
 def apply_lora(
@@ -68,15 +154,23 @@ def apply_lora(
     num_layers: Optional[int] = None,
     base_model: Optional[str] = None,
     quantization: Optional[dict] = None,
+    strict: bool = True,
 ) -> LoraSettings:
-    """Freeze `model` and put LoRA on `target_modules` of its last `num_layers` blocks (all when None)."""
+    """Freeze `model`, put LoRA on `target_modules` in its last `num_layers` blocks (all when None), and train
+    `embed_tokens` / `lm_head` in full when named. With `strict`, a name matching nothing is refused; without it
+    (the default list) only a list matching nothing at all is."""
     from mlx_lm.tuner.utils import linear_to_lora_layers
 
     blocks = model.layers
     layers = len(blocks) if num_layers is None else int(num_layers)
-    keys = _matching_keys(blocks[0], target_modules)
-    if not keys:
-        raise ValueError(f"no linear layer named any of {sorted(target_modules)} in the model's blocks")
+    paths = adaptable_paths(blocks[len(blocks) - layers :] if layers > 0 else [])
+    full = _full_modules(model)
+    wanted = _resolved(list(target_modules), paths)
+    keys = tuple(path for path in paths if any(_matches(path, target) for target in wanted))
+    saved = tuple(name for name in FULL_TARGETS if name in wanted and name in full)
+    unmatched = [t for t in wanted if t not in saved and not any(_matches(path, t) for path in paths)]
+    if (strict and unmatched) or not (keys or saved):
+        _refuse_unmatched(unmatched or wanted, paths, full)
     settings = LoraSettings(
         rank=int(rank),
         alpha=float(alpha),
@@ -85,14 +179,37 @@ def apply_lora(
         keys=keys,
         base_model=base_model,
         quantization=quantization,
+        modules_to_save=saved,
     )
     model.freeze()
-    linear_to_lora_layers(
-        model, layers, {"rank": settings.rank, "scale": settings.scale, "dropout": settings.dropout, "keys": list(keys)}
-    )
+    if keys:
+        config = {"rank": settings.rank, "scale": settings.scale, "dropout": settings.dropout, "keys": list(keys)}
+        linear_to_lora_layers(model, layers, config)
+    _train_in_full(model, sorted({full[name] for name in saved}))
     setattr(model, SETTINGS_ATTRIBUTE, settings)
     return settings
 
 
 def lora_settings(model: Any) -> Optional[LoraSettings]:
     return getattr(model, SETTINGS_ATTRIBUTE, None)
+
+
+def _own_size(module: Any) -> int:
+    """Elements of the arrays a module holds itself (not its children's); a quantized weight at its float size."""
+    import mlx.core as mx
+
+    own = {name: value for name, value in module.items() if isinstance(value, mx.array)}
+    if hasattr(module, "bits") and "weight" in own:
+        return own["weight"].size * 32 // module.bits + sum(
+            value.size for name, value in own.items() if name not in ("weight", "scales", "biases")
+        )
+    return sum(value.size for value in own.values())
+
+
+def trainable_parameter_counts(model: Any) -> Tuple[int, int]:
+    """(trainable, all) parameter counts as PEFT reports them: LoRA weights included in all, a quantized weight
+    counted at its unquantized size."""
+    from mlx.utils import tree_flatten
+
+    trainable = sum(array.size for _, array in tree_flatten(model.trainable_parameters()))
+    return trainable, sum(_own_size(module) for _, module in model.named_modules())

@@ -18,7 +18,7 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-from unsloth_zoo.mlx.checkpoint import SOURCE_PATH_ATTRIBUTE
+from unsloth_zoo.mlx.checkpoint import source_config
 
 from .convert import family_for, gguf_tensors, write_gguf
 from .file_types import (
@@ -61,9 +61,9 @@ def merged_weights(model: Any) -> Dict[str, mx.array]:
 
 def model_config(model: Any) -> Dict[str, Any]:
     """The Hugging Face config.json the model was loaded from, else its mlx_lm arguments."""
-    source = getattr(model, SOURCE_PATH_ATTRIBUTE, None)
-    if source is not None and (Path(source) / "config.json").is_file():
-        return json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
+    config = source_config(model)  # with the RoPE scaling a longer max_seq_length added
+    if config is not None:
+        return config
     args = getattr(model, "args", None)
     if args is not None and dataclasses.is_dataclass(args) and not isinstance(args, type):
         return dataclasses.asdict(args)

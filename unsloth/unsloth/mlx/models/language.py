@@ -23,7 +23,7 @@ from mlx.utils import tree_flatten
 
 from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
-from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, apply_lora, lora_settings
+from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, FULL_TARGETS, apply_lora, lora_settings, trainable_parameter_counts
 
 from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, carries_value, model_context_limit, normalised_name
 from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
@@ -63,6 +63,7 @@ LOAD_DEFAULT_ONLY = {
     "resize_model_vocab": (None,),
     "float8_kv_cache": _OFF,
 }
+PEFT_USED = ("modules_to_save",)
 PEFT_INERT = {
     "use_gradient_checkpointing": (None, False, True, "unsloth"),
     "temporary_location": (None,),
@@ -70,7 +71,6 @@ PEFT_INERT = {
 PEFT_DEFAULT_ONLY = {
     "bias": (None, "none"),
     "loftq_config": (None, {}),
-    "modules_to_save": (None,),
     "init_lora_weights": (None, True),
     "use_dora": _OFF,
     "layers_to_transform": (None,),
@@ -167,14 +167,38 @@ def _with_adapter(model: Any, folder: Path, adapter: Dict[str, Any]) -> Any:
         rank=parameters["rank"],
         alpha=parameters["scale"] * parameters["rank"],
         dropout=parameters.get("dropout", 0.0),
-        target_modules=tuple(key.rsplit(".", 1)[-1] for key in parameters["keys"]),
+        target_modules=tuple(parameters["keys"]) + tuple(adapter.get("modules_to_save", ())),
         num_layers=adapter.get("num_layers"),
         base_model=adapter.get("base_model_name_or_path"),
         quantization=adapter.get("quantization"),
     )
     model.load_weights(str(folder / ADAPTERS_FILE), strict=False)
     mx.eval(model.parameters())
+    model.print_trainable_parameters = MethodType(print_trainable_parameters, model)
     return model
+
+
+def print_trainable_parameters(model: Any) -> None:
+    """PEFT's one line: LoRA weights plus fully trained embed_tokens / lm_head, against every weight."""
+    trainable, total = trainable_parameter_counts(model)
+    share = 100 * trainable / total if total else 0.0
+    print(f"trainable params: {trainable:,d} || all params: {total:,d} || trainable%: {share:.4f}")
+
+
+def _peft_targets(target_modules: Any, modules_to_save: Any) -> Tuple[Tuple[str, ...], bool]:
+    """The names to adapt, and whether each must match (the user named them) or the default list applies."""
+    saved = [] if modules_to_save is None else modules_to_save
+    extra = (saved,) if isinstance(saved, str) else tuple(saved)
+    odd = [name for name in extra if name not in FULL_TARGETS]
+    if odd:
+        raise NotImplementedError(
+            f"modules_to_save={odd!r}: MLX trains in full only {', '.join(FULL_TARGETS)}; "
+            "name other modules in target_modules for LoRA"
+        )
+    if target_modules is None or target_modules == "all-linear":
+        return DEFAULT_TARGETS + extra, False
+    names = (target_modules,) if isinstance(target_modules, str) else tuple(target_modules)
+    return names + extra, True
 
 
 def _saved_tokenizer(folder: Path) -> Any:
@@ -238,7 +262,8 @@ class FastLanguageModel:
             if saved is not None:
                 rebind_tokenizer(model, saved)
             return _with_adapter(model, folder, adapter), saved if saved is not None else tokenizer
-        model, wrapper = load_model(folder)
+        # Past the model's positions, RoPE is extended (linear scaling, as CUDA Unsloth does) instead of clamped.
+        model, wrapper = load_model(folder, max_seq_length=max_seq_length)
         chosen = _dtype(dtype)
         if chosen is not None:
             model.set_dtype(chosen)
@@ -258,7 +283,7 @@ class FastLanguageModel:
     def get_peft_model(
         model: Any,
         r: int = 16,
-        target_modules: Sequence[str] | str = DEFAULT_TARGETS,
+        target_modules: Optional[Sequence[str] | str] = None,
         lora_alpha: float = 16,
         lora_dropout: float = 0.0,
         random_state: int = 3407,
@@ -267,8 +292,8 @@ class FastLanguageModel:
         **kwargs: Any,
     ) -> Any:
         """LoRA on the model in place (the model is returned, as CUDA notebooks reassign it)."""
-        _check_keywords("FastLanguageModel.get_peft_model", kwargs, PEFT_INERT, PEFT_DEFAULT_ONLY)
-        targets = DEFAULT_TARGETS if target_modules == "all-linear" else tuple(target_modules)
+        _check_keywords("FastLanguageModel.get_peft_model", kwargs, PEFT_INERT, PEFT_DEFAULT_ONLY, PEFT_USED)
+        targets, strict = _peft_targets(target_modules, kwargs.get("modules_to_save"))
         # rsLoRA scales by alpha / sqrt(r) instead of alpha / r; the backend divides by r, so alpha carries sqrt(r).
         alpha = lora_alpha * math.sqrt(r) if use_rslora else lora_alpha
         mx.random.seed(int(random_state))
@@ -281,7 +306,9 @@ class FastLanguageModel:
             target_modules=targets,
             base_model=getattr(model, BASE_MODEL_ATTRIBUTE, None),
             quantization=None if quantization is None else quantization.as_dict(),
+            strict=strict,
         )
+        model.print_trainable_parameters = MethodType(print_trainable_parameters, model)
         if max_seq_length is not None:
             setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))
         return model

@@ -1,0 +1,147 @@
+"""`max_seq_length` past the model's positions extends RoPE as CUDA Unsloth does (linear scaling by the ratio, in the
+config's `rope_scaling`; a Llama 3 scaling kept), instead of clamping: training and generation run at the longer
+length, and the merged folder, a full save and the GGUF file keep the scaling."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+
+POSITIONS = 512  # the tiny models' max_position_embeddings
+LONG = 2048
+
+
+@pytest.fixture(scope="module")
+def qwen2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tools.kits.tiny_mlx_model import build_tiny_mlx_model
+
+    return build_tiny_mlx_model(tmp_path_factory.mktemp("qwen2") / "model", architecture="qwen2")
+
+
+def _hand_scaled(folder: Path, tmp_path: Path) -> Path:
+    """The same weights with config.json edited by hand to linear RoPE scaling by 4, as transformers writes it."""
+    copy = tmp_path / "hand_scaled"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    config.update(max_position_embeddings=LONG, rope_scaling={"type": "linear", "factor": 4.0})
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+def _ropes(model) -> list:
+    return [module.scale for _, module in model.named_modules() if isinstance(module, nn.RoPE)]
+
+
+def test_the_extension_keys_follow_cuda_unsloth() -> None:
+    from unsloth_zoo.mlx.loading import extended_context
+
+    plain = {"max_position_embeddings": 2048, "rope_theta": 1e6}
+    assert extended_context(plain, 2048) == {} and extended_context(plain, None) == {}
+    assert extended_context(plain, 4096) == {
+        "max_position_embeddings": 4096,
+        "rope_scaling": {"rope_type": "linear", "type": "linear", "factor": 2.0},
+    }
+    llama3 = {**plain, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}
+    assert extended_context(llama3, 4096) == {"max_position_embeddings": 4096}
+    linear = {**plain, "rope_scaling": {"type": "linear", "factor": 2.0}}
+    assert extended_context(linear, 4096)["rope_scaling"]["factor"] == 4.0
+    with pytest.raises(NotImplementedError, match=r"max_seq_length=4096 .* 'yarn' RoPE scaling"):
+        extended_context({**plain, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, 4096)
+
+
+def test_a_longer_context_scales_rope_like_the_config_says(qwen2_dir: Path, tmp_path: Path) -> None:
+    from mlx_lm import load
+
+    from unsloth import FastLanguageModel
+
+    model, _ = FastLanguageModel.from_pretrained(str(qwen2_dir), max_seq_length=LONG)
+    assert model.max_seq_length == LONG and model.args.max_position_embeddings == LONG
+    assert _ropes(model) == [0.25, 0.25]
+    reference, _ = load(str(_hand_scaled(qwen2_dir, tmp_path)))
+    plain, _ = FastLanguageModel.from_pretrained(str(qwen2_dir))
+    tokens = mx.array([list(range(2, 40)) * 20])  # 760 tokens, past the 512 positions
+    np.testing.assert_allclose(np.array(model(tokens)), np.array(reference(tokens)), atol=1e-5)
+    assert not np.allclose(np.array(model(tokens)), np.array(plain(tokens)), atol=1e-3)
+    assert plain.max_seq_length == POSITIONS  # the default 2048 is still clamped to a model's own positions
+
+
+def _greedy(model, prompt: list, count: int) -> list:
+    """Greedy decoding with one full forward pass per token (no cache), the plainest reference."""
+    tokens = list(prompt)
+    for _ in range(count):
+        tokens.append(int(mx.argmax(model(mx.array([tokens]))[0, -1]).item()))
+    return tokens[len(prompt) :]
+
+
+def test_generation_past_the_models_positions(qwen2_dir: Path, tmp_path: Path) -> None:
+    from mlx_lm import load
+
+    from unsloth import FastLanguageModel
+
+    # Attention weights made sharper, so which position a token sits at decides the greedy choice.
+    sharp = tmp_path / "sharp"
+    shutil.copytree(qwen2_dir, sharp)
+    weights = mx.load(str(sharp / "model.safetensors"))
+    attention = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight")
+    weights = {name: value * 6 if name.endswith(attention) else value for name, value in weights.items()}
+    mx.save_safetensors(str(sharp / "model.safetensors"), weights)
+    model, _ = FastLanguageModel.from_pretrained(str(sharp), max_seq_length=LONG)
+    prompt = [int(token) for token in np.random.default_rng(0).integers(2, 500, size=600)]
+    ours = model.generate(input_ids=[prompt], max_new_tokens=6).tolist()[0][-6:]
+    scaled, _ = load(str(_hand_scaled(sharp, tmp_path)))
+    unscaled, _ = load(str(sharp))
+    assert _greedy(unscaled, prompt, 6) != _greedy(scaled, prompt, 6)  # so the comparison below can fail
+    assert ours == _greedy(scaled, prompt, 6)
+
+
+def test_training_runs_at_the_longer_length(qwen2_dir: Path, tmp_path: Path) -> None:
+    from unsloth import FastLanguageModel, UnslothTrainer, UnslothTrainingArguments
+
+    model, tokenizer = FastLanguageModel.from_pretrained(str(qwen2_dir), max_seq_length=1024)
+    model = FastLanguageModel.get_peft_model(model, r=8)
+    row = {"text": " ".join(f"word{n}" for n in range(400))}
+    assert len(tokenizer(row["text"])["input_ids"]) > POSITIONS
+    args = UnslothTrainingArguments(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=1, max_steps=1, save_strategy="no"
+    )
+    trainer = UnslothTrainer(model=model, tokenizer=tokenizer, train_dataset=[row], args=args)
+    assert trainer.args.max_seq_length == 1024
+    result = trainer.train()
+    assert np.isfinite(result.training_loss)
+
+
+def test_saved_merged_and_gguf_files_keep_the_scaling(qwen2_dir: Path, tmp_path: Path) -> None:
+    import gguf
+
+    from unsloth import FastLanguageModel
+
+    model, tokenizer = FastLanguageModel.from_pretrained(str(qwen2_dir), max_seq_length=LONG)
+    full = tmp_path / "full"
+    model.save_pretrained(str(full), tokenizer)
+    model = FastLanguageModel.get_peft_model(model, r=8)
+    merged = model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_16bit")
+    for folder in (full, merged):
+        config = json.loads((folder / "config.json").read_text())
+        assert config["rope_scaling"]["factor"] == 4.0 and config["max_position_embeddings"] == LONG, folder
+    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="f16")
+    reader = gguf.GGUFReader(str(path[0] if isinstance(path, list) else path))
+    fields = {name: field.contents() for name, field in reader.fields.items() if name.startswith("qwen2.")}
+    assert fields["qwen2.rope.scaling.type"] == "linear"
+    assert fields["qwen2.rope.scaling.factor"] == pytest.approx(4.0)
+    assert fields["qwen2.context_length"] == LONG
+
+
+def test_a_family_whose_mlx_class_ignores_rope_scaling_is_scaled_too(tmp_path: Path) -> None:
+    """mlx_lm's LFM2 builds a plain RoPE without reading rope_scaling; the scale is set on it directly."""
+    from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
+    from unsloth import FastLanguageModel
+
+    folder = build_tiny_hybrid_model(tmp_path / "lfm2", "lfm2")
+    model, _ = FastLanguageModel.from_pretrained(str(folder), max_seq_length=1024)
+    assert _ropes(model) == [0.25, 0.25] and model.max_seq_length == 1024
