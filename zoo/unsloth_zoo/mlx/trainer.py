@@ -31,6 +31,7 @@ from .checkpoint import (
 )
 from .config import MLXTrainingConfig, coerce_config
 from .data import EncodeRows, TokenizedRows, epoch_batches, pad_batch, tokenize_dataset
+from .distributed import WORLD_FILE, World, check_world_size, current_world, shard, world_file_text
 from ..dataset_num_proc import map_request
 from .loss import masked_cross_entropy
 from .optim import build_optimizer, build_schedule, clip_gradients, learning_rates, resolve_warmup_steps
@@ -52,9 +53,9 @@ class TrainingPlan(NamedTuple):
     num_epochs: int
 
 
-def plan_training(rows: int, args: MLXTrainingConfig) -> TrainingPlan:
+def plan_training(rows: int, args: MLXTrainingConfig, world_size: int = 1) -> TrainingPlan:
     """Totals the way Hugging Face counts them: a partial accumulation at an epoch's end is still a step."""
-    batches = math.ceil(rows / args.per_device_train_batch_size)
+    batches = math.ceil(rows / (args.per_device_train_batch_size * world_size))
     steps_per_epoch = max(math.ceil(batches / args.gradient_accumulation_steps), 1)
     if args.max_steps > 0:
         return TrainingPlan(batches, steps_per_epoch, args.max_steps, math.ceil(args.max_steps / steps_per_epoch))
@@ -104,6 +105,7 @@ class MLXTrainer:
     ) -> None:
         self.args = coerce_config(args)
         self.model = model
+        self.world: World = current_world()
         self.tokenizer = tokenizer
         encode = EncodeRows(
             tokenizer, self.args.dataset_text_field, formatting_func, self.args.max_seq_length, self.args.append_eos
@@ -124,10 +126,28 @@ class MLXTrainer:
         pad_id = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad_id if pad_id is not None else getattr(tokenizer, "eos_token_id", None) or 0)
         self.optimizer: Any = None
-        self.state = TrainerState()
+        self.state = self._rank_state(TrainerState())
         self.control = TrainerControl()
         self.callback_handler = CallbackHandler([FlowCallback, *(callbacks or [])], model, tokenizer)
         self.control = self._fire("on_init_end")
+
+    # ---- ranks ----
+
+    @property
+    def global_train_batch_size(self) -> int:
+        """Rows per micro-batch over all ranks: each rank trains `per_device_train_batch_size` of them."""
+        return self.args.per_device_train_batch_size * self.world.size
+
+    def _rank_state(self, state: TrainerState) -> TrainerState:
+        state.is_world_process_zero = self.world.is_main
+        state.is_local_process_zero = self.world.local_rank == 0
+        return state
+
+    def is_world_process_zero(self) -> bool:
+        return self.world.is_main
+
+    def is_local_process_zero(self) -> bool:
+        return self.world.local_rank == 0
 
     # ---- callbacks ----
 
@@ -201,12 +221,13 @@ class MLXTrainer:
 
     def train(self, resume_from_checkpoint: Any = None) -> TrainOutput:
         args = self.args
-        plan = plan_training(len(self.train_rows), args)
+        plan = plan_training(len(self.train_rows), args, self.world.size)
         self._create_optimizer(plan.max_steps)
-        self.state = TrainerState(train_batch_size=args.per_device_train_batch_size)
+        self.state = self._rank_state(TrainerState(train_batch_size=args.per_device_train_batch_size))
         checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
         if checkpoint is not None:
-            self.state = load_checkpoint(checkpoint, self.model, self.optimizer)
+            check_world_size(checkpoint, self.world.size)
+            self.state = self._rank_state(load_checkpoint(checkpoint, self.model, self.optimizer))
         self.state.compute_steps(args, plan.max_steps)
         self.state.max_steps, self.state.num_train_epochs = plan.max_steps, plan.num_epochs
         self.state.train_batch_size = args.per_device_train_batch_size
@@ -239,7 +260,7 @@ class MLXTrainer:
         """The row indices of each micro-batch this epoch, in `args.dataset_order`; a subclass may order them."""
         args = self.args
         return epoch_batches(
-            self.train_rows.lengths, args.per_device_train_batch_size, args.dataset_order, args.seed, epoch
+            self.train_rows.lengths, self.global_train_batch_size, args.dataset_order, args.seed, epoch
         )
 
     def _run_epoch(self, epoch: int, first_step: int, plan: TrainingPlan) -> None:
@@ -251,29 +272,10 @@ class MLXTrainer:
         for step_in_epoch in range(first_step, plan.steps_per_epoch):
             # The epoch's last step takes whatever micro-batches remain, even fewer than the accumulation count.
             group = batches[step_in_epoch * accumulation : (step_in_epoch + 1) * accumulation]
-            self._fire("on_step_begin")
-            # Randomness (dropout) is a function of the step, so a resumed run draws what the uninterrupted one did.
-            mx.random.seed(args.seed + self.state.global_step)
-            grads, step_loss, step_targets = None, None, mx.array(0)
-            for position, indices in enumerate(group):
-                tokens, lengths = pad_batch(self.train_rows, indices, self.pad_id, self._pad_multiple)
-                loss, count, micro_grads = self._forward_backward(mx.array(tokens), mx.array(lengths))
-                if len(group) > 1:
-                    # A micro-batch's mean times its target count is its summed loss (and that sum's gradient).
-                    loss, micro_grads = _scaled(loss, micro_grads, count)
-                    step_targets = step_targets + count
-                grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
-                step_loss = loss if step_loss is None else step_loss + loss
-                self.state.num_input_tokens_seen += int(lengths.sum())
-                self._samples_seen += len(indices)
-                if position < len(group) - 1:
-                    # Materialise the running sum so the graph stays one micro-batch deep.
-                    mx.eval(grads, step_loss, step_targets)
-                    self._fire("on_substep_end")
-            if len(group) > 1:
-                # The step's token-weighted mean, as Hugging Face's Trainer gets it by dividing by num_items_in_batch.
-                total = mx.maximum(step_targets, 1).astype(mx.float32)
-                step_loss, grads = step_loss / total, tree_map(lambda array: (array / total).astype(array.dtype), grads)  # noqa: B023
+            if self.world.is_distributed:
+                grads, step_loss = self._distributed_gradients(group)
+            else:
+                grads, step_loss = self._gradients(group)
             grads, grad_norm = clip_gradients(grads, args.grad_clip_mode, args.max_grad_norm, args.max_grad_value)
             self._fire("on_pre_optimizer_step")
             learning_rate = self._rates[min(self.state.global_step, len(self._rates) - 1)]
@@ -292,7 +294,82 @@ class MLXTrainer:
         self._fire("on_epoch_end")
         self._log_evaluate_save(grad_norm, learning_rate)
 
+    def _gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
+        """One process's step: the mean loss and its gradients over the micro-batches of `group`."""
+        args = self.args
+        self._fire("on_step_begin")
+        # Randomness (dropout) is a function of the step, so a resumed run draws what the uninterrupted one did.
+        mx.random.seed(args.seed + self.state.global_step)
+        grads, step_loss, step_targets = None, None, mx.array(0)
+        for position, indices in enumerate(group):
+            tokens, lengths = pad_batch(self.train_rows, indices, self.pad_id, self._pad_multiple)
+            loss, count, micro_grads = self._forward_backward(mx.array(tokens), mx.array(lengths))
+            if len(group) > 1:
+                # A micro-batch's mean times its target count is its summed loss (and that sum's gradient).
+                loss, micro_grads = _scaled(loss, micro_grads, count)
+                step_targets = step_targets + count
+            grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
+            step_loss = loss if step_loss is None else step_loss + loss
+            self.state.num_input_tokens_seen += int(lengths.sum())
+            self._samples_seen += len(indices)
+            if position < len(group) - 1:
+                # Materialise the running sum so the graph stays one micro-batch deep.
+                mx.eval(grads, step_loss, step_targets)
+                self._fire("on_substep_end")
+        if len(group) > 1:
+            # The step's token-weighted mean, as Hugging Face's Trainer gets it by dividing by num_items_in_batch.
+            total = mx.maximum(step_targets, 1).astype(mx.float32)
+            step_loss, grads = step_loss / total, tree_map(lambda array: (array / total).astype(array.dtype), grads)  # noqa: B023
+        return grads, step_loss
+
+    def _distributed_gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
+        """This rank's strided share of each micro-batch, summed with the other ranks' into the global step.
+
+        Losses and gradients are token-weighted before the sum and divided by the global target count after it,
+        so the step is the one a single process takes on the whole global batch.
+        """
+        args, world = self.args, self.world
+        what = f"step {self.state.global_step + 1}"
+        failure: Optional[BaseException] = None
+        grads, step_loss, step_targets = None, mx.array(0.0), mx.array(0)
+        tokens_seen = samples = 0
+        try:
+            self._fire("on_step_begin")
+            mx.random.seed(args.seed + self.state.global_step)
+            for position, indices in enumerate(group):
+                local = shard(indices, world.rank, world.size)
+                # A rank left without rows in a tail batch still runs a step, on a row with no targets.
+                tokens, lengths = pad_batch(
+                    self.train_rows, local if len(local) else indices[:1], self.pad_id, self._pad_multiple
+                )
+                if not len(local):
+                    lengths = np.ones_like(lengths)
+                loss, count, micro_grads = self._forward_backward(mx.array(tokens), mx.array(lengths))
+                loss, micro_grads = _scaled(loss, micro_grads, count)
+                grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
+                step_loss, step_targets = step_loss + loss, step_targets + count
+                if len(local):
+                    tokens_seen += int(lengths.sum())
+                    samples += len(local)
+                mx.eval(grads, step_loss, step_targets)
+                if position < len(group) - 1:
+                    self._fire("on_substep_end")
+        except Exception as error:
+            failure = error
+        counts = [0 if failure is not None else int(step_targets.item()), tokens_seen, samples]
+        totals = world.exchange_status(what, failure, counts)
+        if failure is not None:
+            if hasattr(failure, "add_note"):
+                failure.add_note(f"raised on rank {world.rank} during {what}; the other ranks were told and stop too")
+            raise failure
+        self.state.num_input_tokens_seen += int(totals[1])
+        self._samples_seen += int(totals[2])
+        grads, (loss_sum,) = world.sum_tree(f"{what}: summing gradients", grads, [step_loss])
+        total = mx.array(float(max(int(totals[0]), 1)))
+        return tree_map(lambda array: (array / total).astype(array.dtype), grads), loss_sum / total
+
     def _log_evaluate_save(self, grad_norm: Any, learning_rate: Optional[float]) -> None:
+        self.world.agree_flags(self.control)
         if self.control.should_log and self.state.global_step > self._last_logged_step:
             summed = self._running_loss.item()
             self._running_loss = mx.array(0.0)
@@ -327,8 +404,15 @@ class MLXTrainer:
         metrics["train_loss"] = training_loss
         self.log(metrics)
         if self.args.load_best_model_at_end and self.state.best_model_checkpoint is not None:
-            load_best_weights(Path(self.state.best_model_checkpoint), self.model)
-        save_model_files(Path(self.args.output_dir), self.model, self.tokenizer)
+            # Rank 0 wrote it; every rank loads it where its host can see the folder (one host, or a shared disk).
+            self.world.barrier("waiting for rank 0's checkpoints before loading the best")
+            best = Path(self.state.best_model_checkpoint)
+            if best.is_dir() or self.world.is_main:
+                load_best_weights(best, self.model)
+            else:
+                logger.warning("rank %d cannot see %s, so it keeps its last weights", self.world.rank, best)
+        if self.world.is_main:
+            save_model_files(Path(self.args.output_dir), self.model, self.tokenizer)
         self._fire("on_train_end")
         return TrainOutput(self.state.global_step, training_loss, metrics)
 
@@ -345,13 +429,18 @@ class MLXTrainer:
         """Eval loss as Hugging Face's `Trainer` reports it (batch token means, weighted by rows) and its perplexity."""
         if not self.eval_rows:
             raise ValueError("evaluation needs an eval_dataset")
-        size = self.args.per_device_eval_batch_size
+        world = self.world
+        size = self.args.per_device_eval_batch_size * world.size
         batches = epoch_batches(self.eval_rows.lengths, size, "sequential", 0, 0)
         self.callback_handler.eval_dataloader = batches
         self.model.eval()
         start = time.time()
         row_losses = []
-        for indices in batches:
+        for global_indices in batches:
+            # Each rank evaluates its strided share; the row losses are summed over the ranks below.
+            indices = shard(global_indices, world.rank, world.size)
+            if not len(indices):
+                continue
             tokens, lengths = pad_batch(self.eval_rows, indices, self.pad_id, self.args.pad_to_multiple_of)
             loss, _ = masked_cross_entropy(self.model, mx.array(tokens), mx.array(lengths))
             # Each row is credited with its batch's token mean, as the Trainer repeats a batch's loss per row.
@@ -359,7 +448,13 @@ class MLXTrainer:
             self._fire("on_prediction_step")
         self.model.train()
         runtime = time.time() - start
-        eval_loss = math.fsum(row_losses) / len(row_losses)
+        eval_sum, eval_rows = math.fsum(row_losses), len(row_losses)
+        if world.is_distributed:
+            (summed,) = world.collective(
+                f"evaluation at step {self.state.global_step}", [mx.array([eval_sum, eval_rows], dtype=mx.float32)]
+            )
+            eval_sum, eval_rows = float(summed[0]), int(summed[1])
+        eval_loss = eval_sum / eval_rows
         metrics = {
             "eval_loss": eval_loss,
             "eval_perplexity": math.exp(min(eval_loss, 700.0)),
@@ -391,13 +486,30 @@ class MLXTrainer:
         output_dir = Path(self.args.output_dir)
         if self.state.best_global_step:
             best = output_dir / f"checkpoint-{self.state.best_global_step}"
-            if self.state.best_global_step == self.state.global_step or best.is_dir():
+            # Rank 0's disk decides, so every rank records the same best checkpoint.
+            found = self.world.is_main and best.is_dir()
+            if self.world.is_distributed:
+                (summed,) = self.world.collective("agreeing on the best checkpoint", [mx.array([int(found)])])
+                found = bool(summed[0])
+            if self.state.best_global_step == self.state.global_step or found:
                 self.state.best_model_checkpoint = str(best)
         for callback in [*self.callback_handler.callbacks, self.control]:
             if _exportable(callback):
                 self.state.stateful_callbacks[type(callback).__name__] = callback.state()
-        save_checkpoint(output_dir, self.model, self.optimizer, self.state, self.args, self.args.save_only_model)
+        if not self.world.is_main:
+            return
+        save_checkpoint(
+            output_dir,
+            self.model,
+            self.optimizer,
+            self.state,
+            self.args,
+            self.args.save_only_model,
+            extra_files={WORLD_FILE: world_file_text(self.world.size)},
+        )
         rotate_checkpoints(output_dir, self.args.save_total_limit, self.state.best_model_checkpoint)
 
     def save_model(self, output_dir: Optional[str] = None) -> None:
-        save_model_files(Path(output_dir or self.args.output_dir), self.model, self.tokenizer)
+        """Write the model files; under `mlx.launch` only rank 0 writes, as the Hugging Face `Trainer` does."""
+        if self.world.is_main:
+            save_model_files(Path(output_dir or self.args.output_dir), self.model, self.tokenizer)

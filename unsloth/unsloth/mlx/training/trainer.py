@@ -136,7 +136,7 @@ class UnslothTrainer(MLXTrainer):
     def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
         if self.cuda_batch_order:
             self.train_rows.present(cuda_epoch_order(len(self.train_rows), self.args.seed, epoch))
-            return epoch_batches(self.train_rows.lengths, self.args.per_device_train_batch_size, "sequential", 0, 0)
+            return epoch_batches(self.train_rows.lengths, self.global_train_batch_size, "sequential", 0, 0)
         return super()._epoch_batches(epoch)
 
     def _create_optimizer(self, max_steps: int) -> None:

@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: LGPL-3.0-or-later
+# Copyright 2026 the unsloth_zoo authors.
+"""Data-parallel training across `mlx.launch` ranks: who this rank is, its share of a batch, and the collectives.
+
+Every collective goes through `World.collective`, which turns the ring backend's lost connection into an error
+naming the peer and, through a watchdog thread, ends a rank that waits longer than the timeout on a peer that
+never comes. A failure inside a step travels to every rank in the step's status exchange, with its cause.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import mlx.core as mx
+import numpy as np
+from mlx.utils import tree_flatten, tree_unflatten
+
+from ..dataset_num_proc import MLX_HOSTFILE_ENV_VAR, MLX_RANK_ENV_VAR, mlx_ranks_on_this_host
+
+TIMEOUT_ENV_VAR = "UNSLOTH_MLX_DISTRIBUTED_TIMEOUT"
+# Hugging Face's `ddp_timeout` default: long enough for rank 0 to write a checkpoint while the others wait.
+DEFAULT_TIMEOUT_S = 1800.0
+# The watchdog's exit status when it ends a rank stuck in a collective.
+WATCHDOG_EXIT_STATUS = 3
+# Bytes of a failure's message that travel to the other ranks.
+MESSAGE_BYTES = 240
+FLAG_NAMES = ("should_training_stop", "should_epoch_stop", "should_save", "should_evaluate", "should_log")
+
+
+# Written into each checkpoint, since a resume at another world size would walk different global batches.
+WORLD_FILE = "mlx_world.json"
+
+
+def world_file_text(size: int) -> str:
+    return json.dumps({"world_size": size}) + "\n"
+
+
+def check_world_size(checkpoint: Path, size: int) -> None:
+    """Refuse a resume at another number of ranks than the checkpoint was saved with."""
+    path = Path(checkpoint) / WORLD_FILE
+    saved = json.loads(path.read_text(encoding="utf-8"))["world_size"] if path.is_file() else 1
+    if saved != size:
+        raise ValueError(
+            f"resume_from_checkpoint={str(checkpoint)!r} was saved by {saved} rank(s) and this run has {size}: "
+            f"resume with {saved} rank(s), since the global batch and the row order depend on the rank count"
+        )
+
+
+class RankFailure(RuntimeError):
+    """Another rank failed, or could no longer be reached; the message names the rank and the cause."""
+
+
+def read_timeout() -> float:
+    raw = os.environ.get(TIMEOUT_ENV_VAR, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{TIMEOUT_ENV_VAR} must be a positive number of seconds, got {raw!r}")
+    return value
+
+
+def shard(indices: Sequence[int], rank: int, size: int) -> np.ndarray:
+    """This rank's strided share of a global batch: rows rank, rank + size, ..."""
+    return np.asarray(indices)[rank::size]
+
+
+def _encode_message(text: str) -> np.ndarray:
+    data = text.encode("utf-8", "replace")[:MESSAGE_BYTES]
+    row = np.zeros(MESSAGE_BYTES, dtype=np.int32)
+    row[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return row
+
+
+def _decode_message(row: np.ndarray) -> str:
+    data = bytes(int(value) for value in row if value)
+    return data.decode("utf-8", "replace")
+
+
+class _Watchdog:
+    """Ends this process when one collective outlasts the timeout: a peer that never arrives must not hang us."""
+
+    def __init__(self, rank: int, timeout: float) -> None:
+        self.rank = rank
+        self.timeout = timeout
+        self._deadline: Optional[float] = None
+        self._what = ""
+        self._lock = threading.Lock()
+        thread = threading.Thread(target=self._watch, name="mlx-distributed-watchdog", daemon=True)
+        thread.start()
+
+    def arm(self, what: str) -> None:
+        with self._lock:
+            self._deadline, self._what = time.monotonic() + self.timeout, what
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._deadline = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(0.5, self.timeout / 4))
+            with self._lock:
+                expired = self._deadline is not None and time.monotonic() > self._deadline
+                what = self._what
+            if expired:
+                sys.stderr.write(
+                    f"[unsloth mlx rank {self.rank}] no answer from the other ranks for {self.timeout:g} s during "
+                    f"{what}: a rank stopped, hangs or never reached this collective ({TIMEOUT_ENV_VAR} sets the "
+                    f"limit). Stopping rank {self.rank}.\n"
+                )
+                sys.stderr.flush()
+                os._exit(WATCHDOG_EXIT_STATUS)
+
+
+class World:
+    """This process's place among the ranks; with one rank every collective is the identity."""
+
+    def __init__(self, group: Any, local_rank: int = 0, local_size: int = 1, timeout: float = DEFAULT_TIMEOUT_S):
+        self.group = group
+        self.rank = group.rank() if group is not None else 0
+        self.size = group.size() if group is not None else 1
+        self.local_rank = local_rank
+        self.local_size = local_size
+        self._watchdog = _Watchdog(self.rank, timeout) if self.size > 1 else None
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def peers(self) -> str:
+        if self.size == 2:
+            return f"rank {1 - self.rank}"
+        left, right = (self.rank - 1) % self.size, (self.rank + 1) % self.size
+        return f"rank {left} or rank {right} (its ring neighbours)"
+
+    def collective(self, what: str, arrays: List[mx.array]) -> List[np.ndarray]:
+        """Sum each array over the ranks and return the sums as numpy; a lost peer raises `RankFailure`."""
+        if not self.is_distributed:
+            return [np.array(array) for array in arrays]
+        summed = [mx.distributed.all_sum(array, group=self.group, stream=mx.cpu) for array in arrays]
+        self._watchdog.arm(what)
+        try:
+            mx.eval(summed)
+            # np.array may be where the wait happens when eval returned early, so it stays under the watchdog.
+            return [np.array(array) for array in summed]
+        except RuntimeError as error:
+            raise RankFailure(
+                f"rank {self.rank}: lost the connection to {self.peers()} during {what}; that rank exited or was "
+                f"killed (see its own output). The backend said: {error}"
+            ) from error
+        finally:
+            self._watchdog.disarm()
+
+    def exchange_status(self, what: str, failure: Optional[BaseException], counts: Sequence[int]) -> np.ndarray:
+        """Every rank's failure (if any) and the sum of `counts`; raises naming the failed rank on the others."""
+        if not self.is_distributed:
+            return np.asarray(counts, dtype=np.int64)
+        rows = np.zeros((self.size, 1 + MESSAGE_BYTES), dtype=np.int32)
+        if failure is not None:
+            rows[self.rank, 0] = 1
+            rows[self.rank, 1:] = _encode_message(f"{type(failure).__name__}: {failure}")
+        status, totals = self.collective(
+            what, [mx.array(rows), mx.array(np.asarray(counts, dtype=np.int32).reshape(-1))]
+        )
+        failed = [rank for rank in range(self.size) if status[rank, 0]]
+        if failed and failure is None:
+            causes = "; ".join(f"rank {rank} failed: {_decode_message(status[rank, 1:])}" for rank in failed)
+            raise RankFailure(f"rank {self.rank} stops during {what} because {causes}")
+        return totals.astype(np.int64)
+
+    def sum_tree(self, what: str, tree: Any, extra: Sequence[mx.array] = ()) -> Any:
+        """The tree's arrays (and `extra` scalars) summed over the ranks in one flat float32 collective."""
+        if not self.is_distributed:
+            return tree, list(extra)
+        leaves = tree_flatten(tree)
+        parts = [array.astype(mx.float32).reshape(-1) for _, array in leaves] + [
+            mx.array(value).astype(mx.float32).reshape(-1) for value in extra
+        ]
+        (flat,) = self.collective(what, [mx.concatenate(parts)])
+        flat = mx.array(flat)
+        out, offset = [], 0
+        for key, array in leaves:
+            out.append((key, flat[offset : offset + array.size].reshape(array.shape).astype(array.dtype)))
+            offset += array.size
+        sums = [flat[offset + position] for position in range(len(extra))]
+        return tree_unflatten(out), sums
+
+    def agree_flags(self, control: Any) -> None:
+        """A control flag raised on any rank is raised on all, so every rank logs, evaluates, saves and stops together."""
+        if not self.is_distributed:
+            return
+        values = np.array([int(bool(getattr(control, name))) for name in FLAG_NAMES], dtype=np.int32)
+        (summed,) = self.collective("agreeing on the control flags", [mx.array(values)])
+        for name, value in zip(FLAG_NAMES, summed):
+            setattr(control, name, bool(value))
+
+    def barrier(self, what: str) -> None:
+        self.collective(what, [mx.array(np.zeros(1, dtype=np.int32))])
+
+
+_WORLD: Dict[str, World] = {}
+
+
+def current_world() -> World:
+    """The world of this process, set up once: the mlx group `mlx.launch` (or MLX_RANK / MLX_HOSTFILE) describes."""
+    if "world" not in _WORLD:
+        group = mx.distributed.init() if mx.distributed.is_available() else None
+        if group is None or group.size() == 1:
+            _WORLD["world"] = World(None)
+        else:
+            local_size, local_rank = mlx_ranks_on_this_host(
+                os.environ.get(MLX_HOSTFILE_ENV_VAR), os.environ.get(MLX_RANK_ENV_VAR)
+            )
+            _WORLD["world"] = World(group, local_rank, local_size, read_timeout())
+    return _WORLD["world"]
