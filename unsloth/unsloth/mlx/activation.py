@@ -59,6 +59,10 @@ def _fill_trl_stand_in(module: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.trl_shim").fill_stand_in(module)
 
 
+def _patch_trl_vllm_check(module: ModuleType) -> None:
+    importlib.import_module("unsloth.mlx.compat.vllm_stand_in").patch_trl_vllm_check(module)
+
+
 def install_shims() -> None:
     """Register every shim; idempotent, and a module already imported is patched at once."""
     hooks = import_hooks()
@@ -67,6 +71,9 @@ def install_shims() -> None:
     hooks.after_import(TOKENIZATION_MODULE, _patch_batch_encoding)
     hooks.after_import("transformers.feature_extraction_utils", _patch_batch_feature)
     hooks.after_import("torch", _patch_torch)
+    # `from vllm import SamplingParams` gets a stand-in, while availability checks still see no vLLM.
+    importlib.import_module("unsloth.mlx.compat.vllm_stand_in").install_vllm_stand_in()
+    hooks.after_import("trl.import_utils", _patch_trl_vllm_check)
 
 
 def activate() -> bool:

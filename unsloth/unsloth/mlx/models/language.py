@@ -27,6 +27,7 @@ from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, FULL_TARGETS, apply_lora, lora
 
 from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, carries_value, model_context_limit, normalised_name
 from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
+from .fast_inference import attach_fast_inference
 from .merged import save_pretrained_merged
 from .methods import attach_methods, rebind_tokenizer
 from .quantize import model_quantization, quantize_model, requested_bits
@@ -39,7 +40,7 @@ _OFF = (None, False)
 
 BASE_MODEL_ATTRIBUTE = "unsloth_base_model"
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "tokenizer.model")
-LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit")
+LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit", "fast_inference")
 
 LOAD_INERT = {
     "device_map": (None, "sequential", "auto"),
@@ -58,7 +59,6 @@ LOAD_INERT = {
     "fix_tokenizer": (None, True, False),
 }
 LOAD_DEFAULT_ONLY = {
-    "fast_inference": _OFF,
     "rope_scaling": (None,),
     "resize_model_vocab": (None,),
     "float8_kv_cache": _OFF,
@@ -277,6 +277,9 @@ class FastLanguageModel:
         # mlx_lm wraps the tokenizer for streaming decode; notebooks call the Hugging Face tokenizer inside directly.
         tokenizer = getattr(wrapper, "_tokenizer", wrapper)
         attach_methods(model, tokenizer, str(folder))
+        if kwargs.get("fast_inference"):
+            # vLLM's calls (fast_generate, save_lora, load_lora), served by mlx_lm's batched sampling.
+            attach_fast_inference(model, tokenizer)
         return model, tokenizer
 
     @staticmethod

@@ -1,0 +1,201 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""GRPO's arithmetic, as TRL's `GRPOTrainer` does it: group-relative advantages, per-token log-probabilities of the
+completions, and the clipped policy loss aggregated by `loss_type`, with the KL term against a reference.
+
+One optimizer step samples once (TRL's `num_iterations=1`), so the old policy is the current one detached: the
+ratio is 1 in value and carries the policy gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
+
+import mlx.core as mx
+import numpy as np
+
+STD_FLOOR = 1e-4
+
+
+def _nanstd(values: np.ndarray, axis: Optional[int] = None) -> np.ndarray:
+    """TRL's `nanstd`: the sample (n - 1) standard deviation over the values that are not NaN."""
+    count = np.sum(~np.isnan(values), axis=axis)
+    mean = np.nanmean(values, axis=axis, keepdims=True)
+    variance = np.nansum((values - mean) ** 2, axis=axis) / np.maximum(count - 1, 1)
+    return np.sqrt(variance)
+
+
+@dataclass
+class GroupScores:
+    advantages: np.ndarray
+    rewards: np.ndarray
+    metrics: Dict[str, float]
+
+
+def group_advantages(
+    rewards_per_func: np.ndarray,
+    weights: Sequence[float],
+    num_generations: int,
+    scale_rewards: str,
+    names: Sequence[str],
+) -> GroupScores:
+    """Advantages of each completion against its group's mean (scaled by the group's or batch's std), and the
+    reward metrics TRL logs: `reward`, `reward_std`, `rewards/<name>/mean|std`, `frac_reward_zero_std`."""
+    per_func = np.asarray(rewards_per_func, dtype=np.float32)
+    unscorable = np.isnan(per_func).all(axis=1)
+    rewards = np.nansum(per_func * np.asarray(weights, dtype=np.float32)[None, :], axis=1).astype(np.float32)
+    rewards[unscorable] = np.nan
+    grouped = rewards.reshape(-1, num_generations)
+    means = np.repeat(np.nanmean(grouped, axis=1), num_generations)
+    if scale_rewards == "batch":
+        stds = np.full_like(rewards, _nanstd(rewards))
+    else:
+        stds = np.repeat(_nanstd(grouped, axis=1), num_generations).astype(np.float32)
+    advantages = rewards - means
+    if scale_rewards != "none":
+        advantages = advantages / (stds + STD_FLOOR)
+    advantages = np.nan_to_num(advantages, nan=0.0).astype(np.float32)
+    metrics: Dict[str, float] = {}
+    for index, name in enumerate(names):
+        metrics[f"rewards/{name}/mean"] = float(np.nanmean(per_func[:, index]))
+        metrics[f"rewards/{name}/std"] = float(_nanstd(per_func[:, index]))
+    metrics["reward"] = float(np.nanmean(rewards))
+    metrics["reward_std"] = float(_nanstd(rewards))
+    metrics["frac_reward_zero_std"] = float(np.mean(np.isclose(stds, 0.0)))
+    return GroupScores(advantages, rewards, metrics)
+
+
+@dataclass
+class CompletionBatch:
+    """Prompt + completion rows, right-padded, with where each completion starts and which tokens count."""
+
+    tokens: mx.array  # (rows, width)
+    completion_starts: mx.array  # (rows,) index of each completion's first token
+    completion_ids: mx.array  # (rows, completion width)
+    mask: mx.array  # (rows, completion width), 1 for a real completion token
+    advantages: mx.array  # (rows,)
+    ref_logps: Optional[mx.array] = None
+
+
+def build_batch(
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    masks: Sequence[Sequence[int]],
+    advantages: Sequence[float],
+    pad_id: int,
+) -> CompletionBatch:
+    width = max(len(completion) for completion in completion_ids) or 1
+    total = max(len(prompt) + width for prompt in prompt_ids)
+    tokens = np.full((len(prompt_ids), total), pad_id, dtype=np.int32)
+    completions = np.full((len(prompt_ids), width), pad_id, dtype=np.int32)
+    mask = np.zeros((len(prompt_ids), width), dtype=np.float32)
+    for row, (prompt, completion, kept) in enumerate(zip(prompt_ids, completion_ids, masks)):
+        tokens[row, : len(prompt) + len(completion)] = [*prompt, *completion]
+        completions[row, : len(completion)] = completion
+        mask[row, : len(kept)] = kept
+    starts = np.array([len(prompt) for prompt in prompt_ids], dtype=np.int32)
+    return CompletionBatch(
+        mx.array(tokens), mx.array(starts), mx.array(completions), mx.array(mask), mx.array(np.asarray(advantages))
+    )
+
+
+def completion_logps(model: Any, batch: CompletionBatch, temperature: float, with_entropy: bool = False) -> Any:
+    """Per-token log-probabilities of each completion token (logits divided by the temperature, as TRL does),
+    and optionally the per-token entropies."""
+    logits = model(batch.tokens[:, :-1]).astype(mx.float32) / temperature
+    width = batch.completion_ids.shape[1]
+    positions = mx.minimum(batch.completion_starts[:, None] - 1 + mx.arange(width)[None, :], logits.shape[1] - 1)
+    picked = logits[mx.arange(logits.shape[0])[:, None], positions]
+    logprobs = picked - mx.logsumexp(picked, axis=-1, keepdims=True)
+    token_logps = mx.take_along_axis(logprobs, batch.completion_ids[:, :, None], axis=-1).squeeze(-1)
+    if not with_entropy:
+        return token_logps
+    entropy = -(mx.exp(logprobs) * logprobs).sum(-1)
+    return token_logps, entropy
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    loss_type: str
+    beta: float
+    epsilon_low: float
+    epsilon_high: float
+    temperature: float
+    max_completion_length: int
+    delta: Optional[float] = None
+
+
+def policy_loss(model: Any, batch: CompletionBatch, settings: LossSettings, normalizer: mx.array) -> tuple:
+    """The micro-batch's loss (already divided for accumulation) and its unreduced pieces for the metrics.
+
+    `normalizer`: the accumulation steps for grpo / bnpo / dr_grpo, the generation batch's token count for dapo.
+    """
+    logps, entropy = completion_logps(model, batch, settings.temperature, with_entropy=True)
+    mask = batch.mask
+    advantages = batch.advantages[:, None]
+    coef_1 = mx.exp(logps - mx.stop_gradient(logps))
+    coef_2 = mx.clip(coef_1, 1 - settings.epsilon_low, 1 + settings.epsilon_high)
+    if settings.delta is not None:
+        coef_1 = mx.minimum(coef_1, settings.delta)
+    per_token = -mx.minimum(coef_1 * advantages, coef_2 * advantages)
+    kl = None
+    if settings.beta != 0.0:
+        difference = batch.ref_logps - logps
+        kl = mx.exp(difference) - difference - 1
+        per_token = per_token + settings.beta * kl
+    masked = per_token * mask
+    if settings.loss_type == "grpo":
+        loss = (masked.sum(-1) / mx.maximum(mask.sum(-1), 1.0)).mean() / normalizer
+    elif settings.loss_type == "bnpo":
+        loss = masked.sum() / mx.maximum(mask.sum(), 1.0) / normalizer
+    elif settings.loss_type == "dr_grpo":
+        loss = masked.sum() / (mask.shape[0] * settings.max_completion_length) / normalizer
+    else:
+        loss = masked.sum() / mx.maximum(normalizer, 1.0)
+    pieces = {"coef_1": mx.stop_gradient(coef_1), "entropy": mx.stop_gradient(entropy)}
+    if kl is not None:
+        pieces["kl"] = mx.stop_gradient(kl)
+    return loss, pieces
+
+
+def loss_metrics(pieces: Dict[str, mx.array], batch: CompletionBatch, settings: LossSettings) -> Dict[str, float]:
+    """TRL's per-micro-batch metrics: `kl`, `entropy` and the clip ratios, as token means over the mask."""
+    mask = batch.mask
+    count = mx.maximum(mask.sum(), 1.0)
+    advantages = batch.advantages[:, None]
+
+    def masked_mean(values: mx.array) -> float:
+        return float(((values * mask).sum() / count).item())
+
+    def per_row(values: mx.array) -> mx.array:
+        return (values * mask).sum(-1) / mask.sum(-1)
+
+    coef_1 = pieces["coef_1"]
+    low = ((coef_1 < 1 - settings.epsilon_low) & (advantages < 0)).astype(mx.float32)
+    high = ((coef_1 > 1 + settings.epsilon_high) & (advantages > 0)).astype(mx.float32)
+    metrics = {}
+    if "kl" in pieces:
+        metrics["kl"] = masked_mean(pieces["kl"])
+    metrics["entropy"] = masked_mean(pieces["entropy"])
+    metrics["clip_ratio/low_mean"] = masked_mean(low)
+    metrics["clip_ratio/high_mean"] = masked_mean(high)
+    metrics["clip_ratio/region_mean"] = masked_mean(mx.maximum(low, high))
+    metrics["clip_ratio/low_min"] = float(np.nanmin(np.array(per_row(low))))
+    metrics["clip_ratio/high_max"] = float(np.nanmax(np.array(per_row(high))))
+    return metrics
+
+
+def completion_metrics(lengths: List[int], terminated: List[bool]) -> Dict[str, float]:
+    """TRL's `completions/*` lengths over the generation batch; terminated ones ended with an end-of-sequence."""
+    values = np.asarray(lengths, dtype=np.float64)
+    ended = values[np.asarray(terminated, dtype=bool)] if any(terminated) else np.zeros(1)
+    return {
+        "completions/mean_length": float(values.mean()),
+        "completions/min_length": float(values.min()),
+        "completions/max_length": float(values.max()),
+        "completions/clipped_ratio": float(1 - np.mean(terminated)),
+        "completions/mean_terminated_length": float(ended.mean()),
+        "completions/min_terminated_length": float(ended.min()),
+        "completions/max_terminated_length": float(ended.max()),
+    }
