@@ -123,8 +123,6 @@ def test_get_peft_model_rslora_scales_by_square_root_of_rank(load_public) -> Non
 def test_model_loading_refuses_what_would_change_the_model(load_public, tiny_model_dir) -> None:
     from unsloth import FastLanguageModel
 
-    with pytest.raises(NotImplementedError, match=r"fast_inference=True"):
-        FastLanguageModel.from_pretrained(str(tiny_model_dir), fast_inference=True)
     with pytest.raises(NotImplementedError, match=r"does not support quantize_everything"):
         FastLanguageModel.from_pretrained(str(tiny_model_dir), quantize_everything=True)
     model, _ = load_public()
