@@ -15,6 +15,7 @@ import logging
 from typing import Any, Dict, Optional, Tuple, Union
 
 from .families import FAMILIES, family_name
+from .processor import text_owner
 
 logger = logging.getLogger(__name__)
 
@@ -42,22 +43,35 @@ def _mapping_prologue(mapping: Dict[str, str]) -> str:
     )
 
 
-# A content given as a list of parts becomes its text parts joined; other keys of the message are kept.
-_PARTS_PROLOGUE = (
-    "{%- set flat = namespace(items=[]) -%}"
-    "{%- for message in messages -%}"
-    "{%- if message['content'] is defined and message['content'] is not string and message['content'] is iterable"
-    " and message['content'] is not mapping -%}"
-    "{%- set text = namespace(value='') -%}"
-    "{%- for part in message['content'] -%}"
-    "{%- if part is mapping and part['type'] == 'text' -%}{%- set text.value = text.value + part['text'] -%}"
-    "{%- elif part is string -%}{%- set text.value = text.value + part -%}{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- set flat.items = flat.items + [dict(message, content=text.value)] -%}"
-    "{%- else -%}{%- set flat.items = flat.items + [message] -%}{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- set messages = flat.items -%}"
-)
+def _parts_prologue(image_text: Optional[str] = None) -> str:
+    """Jinja joining a content given as a list of parts into its text (an image part as `image_text`, when a
+    processor's); other keys of the message are kept."""
+    image = (
+        "{%- elif part is mapping and part['type'] == 'image' -%}{%- set text.value = text.value + "
+        + json.dumps(image_text)
+        + " -%}"
+        if image_text
+        else ""
+    )
+    return (
+        "{%- set flat = namespace(items=[]) -%}"
+        "{%- for message in messages -%}"
+        "{%- if message['content'] is defined and message['content'] is not string and message['content'] is iterable"
+        " and message['content'] is not mapping -%}"
+        "{%- set text = namespace(value='') -%}"
+        "{%- for part in message['content'] -%}"
+        "{%- if part is mapping and part['type'] == 'text' -%}{%- set text.value = text.value + part['text'] -%}"
+        + image
+        + "{%- elif part is string -%}{%- set text.value = text.value + part -%}{%- endif -%}"
+        "{%- endfor -%}"
+        "{%- set flat.items = flat.items + [dict(message, content=text.value)] -%}"
+        "{%- else -%}{%- set flat.items = flat.items + [message] -%}{%- endif -%}"
+        "{%- endfor -%}"
+        "{%- set messages = flat.items -%}"
+    )
+
+
+_PARTS_PROLOGUE = _parts_prologue()
 
 
 def _system_prologue(system_message: str) -> str:
@@ -105,16 +119,24 @@ def get_chat_template(
     map_eos_token: bool = True,
     system_message: Optional[str] = None,
 ) -> Any:
-    """Set `tokenizer.chat_template` to the named family's format (or a (template, eos_token) tuple); returns it."""
+    """Set `tokenizer.chat_template` to the named family's format (or a (template, eos_token) tuple); returns it.
+
+    Given a vision processor, the format goes on the processor and its tokenizer, image parts as its placeholder.
+    """
     template, stop_marker, name = _template_and_stop(chat_template)
+    owner = tokenizer
+    tokenizer, image_text = text_owner(owner, name)
     full_mapping = {**DEFAULT_MAPPING, **(mapping or {})}
     prologue = "" if full_mapping == DEFAULT_MAPPING else _mapping_prologue(full_mapping)
     # A template the user wrote is stored as written and sees the messages as given, as Hugging Face renders it.
-    prologue += _PARTS_PROLOGUE if name is not None else ""
+    prologue += _parts_prologue(image_text) if name is not None else ""
     if system_message is not None:
         prologue += _system_prologue(system_message)
     tokenizer.chat_template = prologue + template
     if map_eos_token:
         _map_eos(tokenizer, stop_marker)
     setattr(tokenizer, FAMILY_ATTRIBUTE, name)
-    return tokenizer
+    if owner is not tokenizer:
+        owner.chat_template = tokenizer.chat_template
+        setattr(owner, FAMILY_ATTRIBUTE, name)
+    return owner

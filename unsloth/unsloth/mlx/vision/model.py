@@ -30,6 +30,7 @@ from ..models.language import (
     adapter_base,
     load_bits,
 )
+from ..models import hub
 from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
 from .collator import UnslothVisionDataCollator
 from .generation import attach_generate
@@ -56,6 +57,14 @@ VISION_PEFT_USED = (
     "finetune_mlp_modules",
     "use_rslora",
 )
+
+
+def _refuse_gguf(model: Any, *args: Any, **kwargs: Any) -> None:
+    raise NotImplementedError(
+        "save_pretrained_gguf / push_to_hub_gguf: GGUF export of a vision model (its language model plus the vision "
+        "projector llama.cpp keeps in a separate mmproj file) is not available on MLX; save_pretrained_merged and "
+        "push_to_hub_merged save the merged model"
+    )
 
 
 def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = None, **_: Any) -> None:
@@ -105,6 +114,11 @@ class FastVisionModel:
         setattr(model, SOURCE_FOLDER_ATTRIBUTE, str(folder))
         model.save_pretrained = MethodType(_save_pretrained, model)
         model.save_pretrained_merged = MethodType(save_vision_merged, model)
+        # The text models' pushes, each uploading what the matching save writes here.
+        model.push_to_hub = MethodType(hub.model_push_to_hub, model)
+        model.push_to_hub_merged = MethodType(hub.push_to_hub_merged, model)
+        model.save_pretrained_gguf = MethodType(_refuse_gguf, model)
+        model.push_to_hub_gguf = MethodType(_refuse_gguf, model)
         attach_generate(model, processor)
         return model, processor
 
