@@ -16,6 +16,7 @@ import functools
 import importlib
 import importlib.util
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, List, Tuple
 
@@ -108,6 +109,9 @@ def _orpo_home(module: ModuleType, trained: Dict[str, Any]) -> None:
     home.ORPOTrainer, home.ORPOConfig = trained["ORPOTrainer"], trained.get("ORPOConfig")
     home.__all__ = ["ORPOConfig", "ORPOTrainer"]
     setattr(home, STAND_IN_MARK, True)
+    # The real package's folder, so TRL's own `trl.experimental.orpo.orpo_trainer` still imports by its full name.
+    real = Path(getattr(module, "__file__", None) or ".").parent / "experimental" / "orpo"
+    home.__path__ = [str(real)] if getattr(module, "__file__", None) and real.is_dir() else []
     sys.modules[ORPO_HOME] = home
     if getattr(module, STAND_IN_MARK, False):
         experimental = ModuleType("trl.experimental")

@@ -34,7 +34,8 @@ class ORPOTrainer(PreferenceTrainer):
         return orpo_pair(tokenizer, row, config.max_seq_length, config.max_prompt_length)
 
     def loss_and_metrics(self, model: Any, batch: PairBatch, reference: Any) -> Tuple[mx.array, Dict[str, mx.array]]:
-        per_token, logits = token_log_probs(model, batch.tokens)
+        # TRL averages logits over padding too, computed with its attention mask; the mask makes ours the same.
+        per_token, logits = token_log_probs(model, batch.tokens, batch.real)
         pairs = batch.pairs
         # TRL's NLL covers the chosen rows' every real token, prompt included.
         nll = -(per_token[:pairs] * batch.targets[:pairs]).sum() / mx.maximum(batch.targets[:pairs].sum(), 1)

@@ -21,6 +21,7 @@ from unsloth_zoo.mlx.trainer import MLXTrainer
 
 from ..training.arguments import is_training_arguments, read_trainer_call
 from ..training.quantized_training import refuse_quantized_base_without_lora
+from ..training.train_data import cuda_epoch_order, torch_installed
 from ..training.trainer import _progress_callbacks
 from .config import RLTrainingArguments, method_arguments
 from .preference_data import PreferencePair, checked_rows
@@ -42,6 +43,7 @@ class PairBatch(NamedTuple):
     tokens: mx.array  # (2B, W): B chosen sequences, then their B rejected ones, right-padded
     targets: mx.array  # (2B, W - 1): inside each sequence's length
     completion: mx.array  # (2B, W - 1): targets that are completion tokens
+    real: mx.array  # (2B, W - 1): input positions that hold a token rather than padding
     pairs: int
 
 
@@ -51,17 +53,49 @@ def pair_batch(sequences: List[Tuple[Sequence, Sequence]], pad_id: int) -> PairB
     tokens = np.full((len(rows), width), pad_id, dtype=np.int32)
     targets = np.zeros((len(rows), width - 1), dtype=np.float32)
     completion = np.zeros_like(targets)
+    real = np.zeros(targets.shape, dtype=bool)
     for slot, (ids, start) in enumerate(rows):
         tokens[slot, : len(ids)] = ids
         targets[slot, : len(ids) - 1] = 1
+        real[slot, : len(ids)] = True
         # Target position t predicts token t + 1, so the completion's first token is target start - 1.
         completion[slot, max(start - 1, 0) : len(ids) - 1] = 1
-    return PairBatch(mx.array(tokens), mx.array(targets), mx.array(completion), len(sequences))
+    return PairBatch(mx.array(tokens), mx.array(targets), mx.array(completion), mx.array(real), len(sequences))
 
 
-def token_log_probs(model: Any, tokens: mx.array) -> Tuple[mx.array, mx.array]:
-    """Each target token's log-probability under `model`, and the float32 logits that gave them."""
-    logits = model(tokens[:, :-1]).astype(mx.float32)
+class PaddingMask:
+    """Stands in for mlx_lm's per-layer cache only to hand the model a mask that hides right padding from attention.
+
+    Real tokens see what the causal mask shows them either way; a padding position then attends to the real tokens
+    only, as Hugging Face models do with an `attention_mask`, so logits averaged over padding agree with TRL's.
+    """
+
+    offset = 0
+
+    def __init__(self, real: mx.array) -> None:
+        width = real.shape[1]
+        causal = mx.tril(mx.ones((width, width), dtype=mx.bool_))
+        self.mask = causal[None, None] & real[:, None, None, :]
+
+    def make_mask(self, length: int, return_array: bool = False, window_size: Any = None) -> mx.array:
+        if window_size:
+            band = mx.triu(mx.ones((length, length), dtype=mx.bool_), k=-(window_size - 1))
+            return self.mask & band[None, None]
+        return self.mask
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> Tuple[mx.array, mx.array]:
+        return keys, values
+
+
+def token_log_probs(model: Any, tokens: mx.array, real: Any = None) -> Tuple[mx.array, mx.array]:
+    """Each target token's log-probability under `model`, and the float32 logits that gave them; `real` (a mask
+    of the input positions that are not padding) hides the padding from attention."""
+    inputs = tokens[:, :-1]
+    if real is None:
+        logits = model(inputs)
+    else:
+        logits = model(inputs, cache=[PaddingMask(real)] * len(model.layers))
+    logits = logits.astype(mx.float32)
     log_probs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
     chosen = mx.take_along_axis(log_probs, tokens[:, 1:, None].astype(mx.int32), axis=-1).squeeze(-1)
     return chosen, logits
@@ -162,6 +196,16 @@ class PreferenceTrainer(MLXTrainer):
             return loss, mx.array(batch.pairs), grads
 
         self._forward_backward = forward_backward
+
+    def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
+        """CUDA's batch order (torch's seeded randperm) where torch is installed, as the SFT trainer uses."""
+        if self.args.dataset_order in ("sequential", "length") or not torch_installed():
+            if self.args.dataset_order not in ("sequential", "length", "default"):
+                self.args.dataset_order = "default"
+            return super()._epoch_batches(epoch)
+        order = np.array(cuda_epoch_order(len(self.train_rows), self.args.seed, epoch))
+        size = self.args.per_device_train_batch_size
+        return [order[start : start + size] for start in range(0, len(order), size)]
 
     def _store(self, metrics: Dict[str, mx.array], batch: PairBatch) -> None:
         for key, value in metrics.items():
