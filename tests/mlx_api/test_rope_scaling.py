@@ -137,11 +137,26 @@ def test_saved_merged_and_gguf_files_keep_the_scaling(qwen2_dir: Path, tmp_path:
     assert fields["qwen2.context_length"] == LONG
 
 
-def test_a_family_whose_mlx_class_ignores_rope_scaling_is_scaled_too(tmp_path: Path) -> None:
-    """mlx_lm's LFM2 builds a plain RoPE without reading rope_scaling; the scale is set on it directly."""
+@pytest.mark.parametrize(
+    ("architecture", "scales"),
+    [
+        ("lfm2", [0.5, 0.5]),  # mlx_lm's class builds a plain RoPE without reading rope_scaling
+        ("gemma2", [0.5, 0.5]),  # likewise
+        ("phi3", [0.5, 0.5]),  # mlx_lm's class accepts LongRoPE only, so it is built unscaled and scaled after
+        ("gemma3_text", [0.5, 1.0]),  # as in transformers, the global layers scale and the local ones keep theirs
+    ],
+)
+def test_each_family_scales_its_rotary_layers(tmp_path: Path, architecture: str, scales: list) -> None:
     from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
+    from tools.kits.tiny_mlx_model import build_tiny_mlx_model
     from unsloth import FastLanguageModel
 
-    folder = build_tiny_hybrid_model(tmp_path / "lfm2", "lfm2")
-    model, _ = FastLanguageModel.from_pretrained(str(folder), max_seq_length=1024)
-    assert _ropes(model) == [0.25, 0.25] and model.max_seq_length == 1024
+    if architecture == "lfm2":
+        folder = build_tiny_hybrid_model(tmp_path / architecture, architecture)
+        length = 512  # twice its 256 positions
+    else:
+        folder = build_tiny_mlx_model(tmp_path / architecture, architecture=architecture)
+        length = 1024
+    model, _ = FastLanguageModel.from_pretrained(str(folder), max_seq_length=length)
+    assert sorted(_ropes(model)) == scales and model.max_seq_length == length
+    assert model(mx.array([list(range(2, 100)) * 6])).shape[1] == 588  # runs past the old positions

@@ -119,12 +119,19 @@ def load_model(
 
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     overrides = extended_context(config, max_seq_length)
-    model, tokenizer = load(
-        str(folder),
-        tokenizer_config=tokenizer_config,
-        model_config=overrides,
-        adapter_path=None if adapter_path is None else str(adapter_path),
-    )
+    adapter = None if adapter_path is None else str(adapter_path)
+    try:
+        model, tokenizer = load(
+            str(folder), tokenizer_config=tokenizer_config, model_config=overrides, adapter_path=adapter
+        )
+    except ValueError as error:
+        if "rope_scaling" not in overrides or "rope_scaling" not in str(error):
+            raise
+        # A class that accepts only its own scaling kinds (Phi-3: LongRoPE) is built unscaled, then scaled below.
+        window = {"max_position_embeddings": overrides["max_position_embeddings"]}
+        model, tokenizer = load(
+            str(folder), tokenizer_config=tokenizer_config, model_config=window, adapter_path=adapter
+        )
     if "rope_scaling" in overrides:
         _apply_linear_rope(model, overrides["rope_scaling"]["factor"])
     if overrides:

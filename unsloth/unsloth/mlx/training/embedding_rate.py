@@ -3,8 +3,9 @@
 """`embedding_learning_rate`: trained embeddings (`embed_tokens`, `lm_head`) learn at their own rate, as in CUDA
 Unsloth's trainer, which gives them a parameter group of their own; everything else keeps `learning_rate`.
 
-The embedding rate follows the same schedule (warmup, decay) as the main one. When no embedding is trained
-(LoRA on the linears only) the rate has nothing to act on, which is said once.
+They are trained when `get_peft_model`'s `target_modules` names them. The embedding rate follows the same schedule
+(warmup, decay) as the main one. When no embedding is trained (LoRA on the linears only) the rate has nothing to
+act on, which is said once.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def with_embedding_learning_rate(trainer: Any, rate: float) -> Any:
         if not _noted_unused:
             _noted_unused = True
             logger.warning(
-                "embedding_learning_rate=%s has no effect: no embedding (embed_tokens, lm_head) is being trained", rate
+                "embedding_learning_rate=%s has no effect: no embedding is being trained "
+                "(name embed_tokens / lm_head in get_peft_model's target_modules to train them)",
+                rate,
             )
         return trainer.optimizer
     args = trainer.args
