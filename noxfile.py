@@ -150,7 +150,7 @@ def mlx_trl(session: nox.Session) -> None:
 @nox.session
 def mlx_torch(session: nox.Session) -> None:
     """CUDA shims, CUDA Unsloth's batch order and the notebook script, with the CPU torch."""
-    _install_packages(session, *MLX_DEPS, "torch==2.13.0", "accelerate")
+    _install_packages(session, *MLX_DEPS, "torch==2.13.0", "accelerate", "trl")
     session.run("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs)
 
 
