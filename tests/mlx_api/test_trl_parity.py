@@ -46,9 +46,11 @@ def test_dataset_order_reports_the_order_used(load_public, chat_rows, quiet_args
     preserved = UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(preserve_dataset_order=True))
     assert preserved.args.dataset_order == "sequential" and preserved.args.preserve_dataset_order is True
     shuffled = UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args())
-    assert shuffled.args.dataset_order == "default"
+    assert shuffled.args.dataset_order == "torch_randperm"
     # Whatever the trainer feeds the backend, the order it reports is the one it reads rows in each epoch.
-    assert [batch.tolist() for batch in shuffled._epoch_batches(0)] != [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # CUDA Unsloth's order is shown to the backend by presenting the rows permuted, then batched in turn.
+    assert [batch.tolist() for batch in shuffled._epoch_batches(0)] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert shuffled.train_rows.order.tolist() != list(range(8))
 
 
 def test_train_dataset_holds_trl_prepared_columns(load_public, chat_rows, quiet_args) -> None:

@@ -44,14 +44,33 @@ def test_an_explicit_default_order_is_mlx_own_order(load_public, chat_rows, quie
     assert trainer.args.dataset_order == "default" and trainer.cuda_batch_order is False
 
 
-def test_without_torch_the_implicit_order_is_named_as_the_one_used(load_public, chat_rows, quiet_args) -> None:
-    pytest.importorskip("mlx")
-    if __import__("importlib").util.find_spec("torch") is not None:
-        pytest.skip("with torch the implicit order is torch_randperm (tests/mlx_api/with_torch)")
+# torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist(), printed by torch 2.13 on the CPU.
+TORCH_RANDPERM = {
+    (1234, 8): [7, 5, 2, 3, 4, 6, 1, 0],
+    (7, 8): [7, 0, 3, 4, 1, 5, 2, 6],
+    (5, 10): [1, 4, 9, 6, 3, 5, 0, 2, 8, 7],
+}
+
+
+def test_cuda_unsloths_order_is_drawn_without_torch() -> None:
+    from unsloth.mlx.training.train_data import cuda_epoch_order
+
+    assert cuda_epoch_order(8, 1233, 1) == TORCH_RANDPERM[1234, 8]
+    assert cuda_epoch_order(8, 7, 0) == TORCH_RANDPERM[7, 8]
+    # torch seeds its Mersenne Twister with the seed's low 32 bits.
+    assert cuda_epoch_order(10, 2**32 + 5, 0) == TORCH_RANDPERM[5, 10]
+    assert cuda_epoch_order(0, 1, 0) == [] and cuda_epoch_order(1, 1, 0) == [0]
+
+
+@pytest.mark.parametrize("order", [{}, {"dataset_order": "torch_randperm"}])
+def test_unset_or_named_the_order_is_torch_randperm_with_or_without_torch(
+    load_public, chat_rows, quiet_args, order
+) -> None:
     model, tokenizer = load_public()
-    assert UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args()).args.dataset_order == "default"
-    with pytest.raises(ImportError, match="dataset_order='torch_randperm' needs torch"):
-        UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(dataset_order="torch_randperm"))
+    trainer = UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args(seed=7, **order))
+    assert trainer.args.dataset_order == "torch_randperm" and trainer.cuda_batch_order is True
+    trainer._epoch_batches(0)
+    assert trainer.train_rows.order.tolist() == TORCH_RANDPERM[7, 8]
 
 
 def test_streaming_true_reads_the_rows_in_the_order_they_come(load_public, chat_rows, quiet_args) -> None:

@@ -5,16 +5,15 @@
 A streamed `IterableDataset` is read for as many rows as `max_steps` needs (again from the start when it runs
 out, as Hugging Face's trainer does); rows with an `input_ids` column (or with `skip_prepare_dataset`) are used
 as they are and a `labels` column masked with -100 becomes the loss mask; image rows that no vision collator
-reads and collators that do more than pad are refused by name. Each epoch the rows are shown to the backend in CUDA Unsloth's order when
-torch can draw it, and `trainer.train_dataset` shows TRL's prepared columns (`input_ids`, `attention_mask`, and
-`labels` once masked).
+reads and collators that do more than pad are refused by name. Each epoch the rows are shown to the backend in
+CUDA Unsloth's order (drawn as torch draws it, without torch), and `trainer.train_dataset` shows TRL's prepared
+columns (`input_ids`, `attention_mask`, and `labels` once masked).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import itertools
-import logging
 import uuid
 from typing import Any, List, NamedTuple, Optional, Sequence
 
@@ -24,8 +23,6 @@ from unsloth_zoo.mlx.data import TokenizedRows
 
 from .arguments import TORCH_ORDER
 
-logger = logging.getLogger(__name__)
-_noted_fallback = False
 
 PADDING_COLLATORS = frozenset(
     {"DataCollatorForSeq2Seq", "DataCollatorWithPadding", "DefaultDataCollator", "DataCollatorForLanguageModeling"}
@@ -210,47 +207,42 @@ def prepared_dataset(rows: Sequence[Any], masks: Optional[Sequence[np.ndarray]] 
 
 
 def torch_installed() -> bool:
+    """Whether torch is installed (the preference trainers ask; the batch order no longer needs it)."""
     return importlib.util.find_spec("torch") is not None
 
 
-def cuda_epoch_order(rows: int, seed: int, epoch: int) -> List[int]:
-    """Row indices in the order CUDA Unsloth's trainer reads them in epoch `epoch` (imports torch)."""
-    import torch
+# torch draws a 64-bit number per swap from this many rows on; below it, one 32-bit output of its Mersenne Twister.
+_TORCH_RANDPERM_32BIT_ROWS = (2**32 - 1) // 20
 
-    generator = torch.Generator()
-    generator.manual_seed(int(seed) + int(epoch))
-    return torch.randperm(rows, generator=generator).tolist()
+
+def cuda_epoch_order(rows: int, seed: int, epoch: int) -> List[int]:
+    """Row indices in the order CUDA Unsloth's trainer reads them in epoch `epoch`: `torch.randperm(rows)` from a
+    generator seeded with `seed + epoch`, drawn without torch.
+
+    torch's CPU randperm swaps position i with i + (draw % (rows - i)), each draw one 32-bit output of a Mersenne
+    Twister seeded with the low 32 bits of the seed; numpy's legacy `RandomState` is that generator seeded the same
+    way, and its stream is frozen by numpy's compatibility policy.
+    """
+    count = int(rows)
+    if count >= _TORCH_RANDPERM_32BIT_ROWS:
+        raise ValueError(
+            f"{count} rows: CUDA Unsloth's order is drawn here for fewer than {_TORCH_RANDPERM_32BIT_ROWS}"
+        )
+    generator = np.random.RandomState((int(seed) + int(epoch)) & 0xFFFFFFFF)
+    draws = generator.randint(0, 2**32, size=max(count - 1, 0), dtype=np.uint64).tolist()
+    order = list(range(count))
+    for index, draw in enumerate(draws):
+        other = index + draw % (count - index)
+        order[index], order[other] = order[other], order[index]
+    return order
 
 
 def settle_order(config: Any, streamed: bool) -> bool:
-    """Set `config.dataset_order` to the order the rows will be read in; True when that is torch's randperm.
+    """Set `config.dataset_order` to the order the rows will be read in; True when that is CUDA Unsloth's.
 
-    Left unset, it is CUDA Unsloth's order (torch_randperm) where torch is installed, else the backend's seeded
-    shuffle ("default"); a stream, or `streaming=True`, is read in the order it comes ("sequential").
+    Left unset, it is CUDA Unsloth's order ("torch_randperm"); a stream, or `streaming=True`, is read in the order
+    it comes ("sequential"), as the Hugging Face trainer reads a stream.
     """
-    order = config.dataset_order
     if not getattr(config, "dataset_order_explicit", False):
-        if streamed or getattr(config, "streaming", False):
-            order = "sequential"
-        elif torch_installed():
-            order = TORCH_ORDER
-        else:
-            note_fallback_order()
-    if order == TORCH_ORDER and not torch_installed():
-        raise ImportError(
-            f"dataset_order={TORCH_ORDER!r} needs torch to draw CUDA Unsloth's order (pip install torch), "
-            "or choose dataset_order='default' for the MLX trainer's own seeded shuffle"
-        )
-    config.dataset_order = order
-    return order == TORCH_ORDER
-
-
-def note_fallback_order() -> None:
-    """Say once per process that without torch the shuffled order is seeded but not CUDA Unsloth's."""
-    global _noted_fallback
-    if not _noted_fallback:
-        _noted_fallback = True
-        logger.warning(
-            "torch is not installed, so the training rows are shuffled by a seeded numpy order; it is reproducible "
-            "but differs from the order CUDA Unsloth would use (install torch to reproduce that order)"
-        )
+        config.dataset_order = "sequential" if streamed or getattr(config, "streaming", False) else TORCH_ORDER
+    return config.dataset_order == TORCH_ORDER
