@@ -135,6 +135,13 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         max_position_embeddings=max(512, options.seq_len),
     )
     folder = build_tiny_mlx_model(workdir / "model", shape, tokenizer_cache_dir=workdir / "tokenizers")
+    distributed = None
+    if getattr(options, "distributed_ranks", "") and options.steps > 0:
+        from tools.bench_mlx_distributed import measure_distributed
+
+        counts = [int(count) for count in options.distributed_ranks.split(",")]
+        (workdir / "distributed").mkdir()
+        distributed = measure_distributed(folder, counts, options, workdir / "distributed")
     rows = token_rows(options.batch * (options.steps + options.warmup), options.seq_len, options.vocab, options.seed)
     generation = None
     if options.generate_tokens > 0:
@@ -166,6 +173,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "tokens_per_second": rates,
         "ratio_to_mlx_lm": {name: rate / rates["mlx_lm"] for name, rate in rates.items()},
         "generation": generation,
+        "distributed": distributed,
     }
 
 
@@ -183,6 +191,10 @@ def format_table(result: dict) -> str:
             if lines
             else [format_generation_table(result["generation"])]
         )
+    if result.get("distributed"):
+        from tools.bench_mlx_distributed import format_distributed_table
+
+        lines += ["", format_distributed_table(result["distributed"])]
     return "\n".join(lines)
 
 
@@ -204,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-len", type=int, default=64, help="prompt tokens for the generation comparison")
     parser.add_argument("--generate-tokens", type=int, default=256, help="new tokens per generation run (0: skip)")
     parser.add_argument("--json", type=Path, help="also write the full result here")
+    parser.add_argument(
+        "--distributed-ranks", default="", help="also time data-parallel steps at these rank counts, e.g. 1,2"
+    )
+    parser.add_argument("--distributed-timeout", type=float, default=600.0, help="seconds allowed per rank count")
     options = parser.parse_args(argv)
     options.compile = {"off": [False], "on": [True], "both": [False, True]}[options.compile]
     if options.steps_only:

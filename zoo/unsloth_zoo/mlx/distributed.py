@@ -131,6 +131,8 @@ class World:
         self.size = group.size() if group is not None else 1
         self.local_rank = local_rank
         self.local_size = local_size
+        # Seconds spent in collectives by kind ("status", "gradients", "flags", ...), for the benchmark.
+        self.seconds: Dict[str, float] = {}
         self._watchdog = _Watchdog(self.rank, timeout) if self.size > 1 else None
 
     @property
@@ -147,12 +149,15 @@ class World:
         left, right = (self.rank - 1) % self.size, (self.rank + 1) % self.size
         return f"rank {left} or rank {right} (its ring neighbours)"
 
-    def collective(self, what: str, arrays: List[mx.array]) -> List[np.ndarray]:
+    def collective(self, what: str, arrays: List[mx.array], kind: str = "other") -> List[np.ndarray]:
         """Sum each array over the ranks and return the sums as numpy; a lost peer raises `RankFailure`."""
         if not self.is_distributed:
             return [np.array(array) for array in arrays]
+        # The inputs are computed first, so the clock below times only the exchange (and waiting for peers).
+        mx.eval(arrays)
         summed = [mx.distributed.all_sum(array, group=self.group, stream=mx.cpu) for array in arrays]
         self._watchdog.arm(what)
+        start = time.perf_counter()
         try:
             mx.eval(summed)
             # np.array may be where the wait happens when eval returned early, so it stays under the watchdog.
@@ -164,6 +169,7 @@ class World:
             ) from error
         finally:
             self._watchdog.disarm()
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + time.perf_counter() - start
 
     def exchange_status(self, what: str, failure: Optional[BaseException], counts: Sequence[int]) -> np.ndarray:
         """Every rank's failure (if any) and the sum of `counts`; raises naming the failed rank on the others."""
@@ -174,7 +180,7 @@ class World:
             rows[self.rank, 0] = 1
             rows[self.rank, 1:] = _encode_message(f"{type(failure).__name__}: {failure}")
         status, totals = self.collective(
-            what, [mx.array(rows), mx.array(np.asarray(counts, dtype=np.int32).reshape(-1))]
+            what, [mx.array(rows), mx.array(np.asarray(counts, dtype=np.int32).reshape(-1))], "status"
         )
         failed = [rank for rank in range(self.size) if status[rank, 0]]
         if failed and failure is None:
@@ -190,7 +196,7 @@ class World:
         parts = [array.astype(mx.float32).reshape(-1) for _, array in leaves] + [
             mx.array(value).astype(mx.float32).reshape(-1) for value in extra
         ]
-        (flat,) = self.collective(what, [mx.concatenate(parts)])
+        (flat,) = self.collective(what, [mx.concatenate(parts)], "gradients")
         flat = mx.array(flat)
         out, offset = [], 0
         for key, array in leaves:
@@ -204,7 +210,7 @@ class World:
         if not self.is_distributed:
             return
         values = np.array([int(bool(getattr(control, name))) for name in FLAG_NAMES], dtype=np.int32)
-        (summed,) = self.collective("agreeing on the control flags", [mx.array(values)])
+        (summed,) = self.collective("agreeing on the control flags", [mx.array(values)], "flags")
         for name, value in zip(FLAG_NAMES, summed):
             setattr(control, name, bool(value))
 
