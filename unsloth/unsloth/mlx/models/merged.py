@@ -4,7 +4,8 @@
 
 The folder it writes is a Hugging Face model folder (config.json, model.safetensors, tokenizer files) that
 mlx_lm and transformers both load; the model in memory is left as it was, still quantized and still adapted.
-`merged_4bit` writes MLX's 4-bit format instead (what `mlx_lm.convert -q` writes), which mlx_lm loads.
+`merged_4bit` writes MLX's 4-bit format instead (what `mlx_lm.convert -q` writes), which mlx_lm loads, and
+`mxfp4`, for gpt-oss models, MLX's mxfp4 format (what `mlx_lm.convert -q --q-mode mxfp4` writes).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from ..gguf.export import merged_weights, model_config
 from ..training.arguments import normalised_name
 from .quantize import dequantized_copy
 
-SAVE_METHODS = ("merged_16bit", "merged_32bit", "merged_4bit", "lora")
+SAVE_METHODS = ("merged_16bit", "merged_32bit", "merged_4bit", "mxfp4", "lora")
+# gpt-oss ships its experts in mxfp4; other families were never trained or published in it.
+MXFP4_MODEL_TYPES = ("gpt_oss",)
 # mlx_lm.convert -q's defaults.
 FOUR_BIT_GROUP_SIZE = 64
 FOUR_BIT_NOTE = (
@@ -60,9 +63,14 @@ def save_pretrained_merged(
     if method == "lora":
         save_model_files(folder, model, tokenizer)
         return folder
+    if method == "mxfp4":
+        _refuse_mxfp4(model)
     weights = merged_weights(dequantized_copy(model))
     if method == "merged_4bit":
-        return _save_four_bit(model, folder, tokenizer, weights)
+        print(f"Unsloth: {FOUR_BIT_NOTE}.")
+        return _save_mlx_quantized(model, folder, tokenizer, weights, "affine")
+    if method == "mxfp4":
+        return _save_mlx_quantized(model, folder, tokenizer, weights, "mxfp4")
     if method == "merged_16bit":
         weights = {name: _sixteen_bit(value) for name, value in weights.items()}
     config = {key: value for key, value in model_config(model).items() if key not in _QUANTIZATION_KEYS}
@@ -77,20 +85,29 @@ def save_pretrained_merged(
     return folder
 
 
-def _save_four_bit(model: Any, folder: Path, tokenizer: Any, weights: Dict[str, mx.array]) -> Path:
-    """The merged weights quantized as `mlx_lm.convert -q` does, saved with mlx_lm's own writers."""
+def _refuse_mxfp4(model: Any) -> None:
+    model_type = model_config(model).get("model_type")
+    if model_type not in MXFP4_MODEL_TYPES:
+        raise NotImplementedError(
+            f"save_method='mxfp4' is for gpt-oss models ({', '.join(MXFP4_MODEL_TYPES)}), not {model_type!r}; "
+            "use merged_16bit, or merged_4bit for MLX's 4-bit format"
+        )
+
+
+def _save_mlx_quantized(model: Any, folder: Path, tokenizer: Any, weights: Dict[str, mx.array], mode: str) -> Path:
+    """The merged weights quantized as `mlx_lm.convert -q --q-mode MODE` does, saved with mlx_lm's own writers."""
     import importlib
 
     from mlx_lm.utils import quantize_model, save_config, save_model
 
-    print(f"Unsloth: {FOUR_BIT_NOTE}.")
     config = {key: value for key, value in model_config(model).items() if key not in _QUANTIZATION_KEYS}
     module = importlib.import_module(type(model).__module__)
     fresh = module.Model(module.ModelArgs.from_dict(config))
     if hasattr(fresh, "sanitize"):
         weights = fresh.sanitize(dict(weights))
     fresh.load_weights(list(weights.items()), strict=True)
-    fresh, config = quantize_model(fresh, config, group_size=FOUR_BIT_GROUP_SIZE, bits=4)
+    group_size, bits = (FOUR_BIT_GROUP_SIZE, 4) if mode == "affine" else (None, None)  # mlx_lm's mode defaults
+    fresh, config = quantize_model(fresh, config, group_size=group_size, bits=bits, mode=mode)
     folder.mkdir(parents=True, exist_ok=True)
     save_model(folder, fresh, donate_model=True)
     save_config(config, config_path=folder / "config.json")
