@@ -149,8 +149,14 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
 
         prompt = token_rows(1, options.prompt_len, options.vocab, options.seed + 1)[0]
         generation = measure_generation(folder, prompt, options.generate_tokens, options.repeats)
+    packing = None
+    if getattr(options, "packing_rows", 0) > 0:
+        from tools.bench_mlx_packing import measure_packing
+
+        (workdir / "packing").mkdir()
+        packing = measure_packing(folder, options, workdir / "packing")
     if options.steps <= 0:
-        return {"generation": generation}
+        return {"generation": generation, "packing": packing}
     positions = options.batch * (options.seq_len - 1) * options.steps
     runners = {"mlx_lm": lambda out: time_mlx_lm(folder, rows, options, out)}
     for compile_steps in options.compile:
@@ -174,6 +180,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "ratio_to_mlx_lm": {name: rate / rates["mlx_lm"] for name, rate in rates.items()},
         "generation": generation,
         "distributed": distributed,
+        "packing": packing,
     }
 
 
@@ -195,6 +202,10 @@ def format_table(result: dict) -> str:
         from tools.bench_mlx_distributed import format_distributed_table
 
         lines += ["", format_distributed_table(result["distributed"])]
+    if result.get("packing"):
+        from tools.bench_mlx_packing import format_packing_table
+
+        lines += ["", format_packing_table(result["packing"])] if lines else [format_packing_table(result["packing"])]
     return "\n".join(lines)
 
 
@@ -220,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         "--distributed-ranks", default="", help="also time data-parallel steps at these rank counts, e.g. 1,2"
     )
     parser.add_argument("--distributed-timeout", type=float, default=600.0, help="seconds allowed per rank count")
+    parser.add_argument(
+        "--packing-rows", type=int, default=64, help="varied-length rows for the packing on/off row (0: skip)"
+    )
     options = parser.parse_args(argv)
     options.compile = {"off": [False], "on": [True], "both": [False, True]}[options.compile]
     if options.steps_only:

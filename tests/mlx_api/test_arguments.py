@@ -130,8 +130,8 @@ def test_unknown_keywords_are_refused_before_anything_else() -> None:
 
 
 def test_keywords_that_would_change_training_are_refused_unless_at_their_default() -> None:
-    with pytest.raises(NotImplementedError, match=r"cannot train with neftune_noise_alpha=5, packing=True"):
-        UnslothTrainingArguments(packing=True, neftune_noise_alpha=5)
+    with pytest.raises(NotImplementedError, match=r"cannot train with eval_packing=True, neftune_noise_alpha=5"):
+        UnslothTrainingArguments(eval_packing=True, neftune_noise_alpha=5)
     with pytest.raises(NotImplementedError, match=r"train_sampling_strategy='group_by_length'"):
         UnslothTrainingArguments(train_sampling_strategy="group_by_length")
     args = _quietly(

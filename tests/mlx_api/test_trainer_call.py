@@ -135,8 +135,8 @@ def test_trainer_level_trl_keywords_reach_the_config(load_public, quiet_args) ->
     )
     assert (trainer.args.dataset_text_field, trainer.args.max_seq_length) == ("body", 16)
     assert int(trainer.train_rows.lengths.max()) == 16  # every chat row is longer than 16 tokens, so all were cut
-    with pytest.raises(NotImplementedError, match="packing=True"):
-        UnslothTrainer(model, tokenizer, ExplodingDataset(), args=quiet_args(), packing=True)
+    with pytest.raises(NotImplementedError, match="eval_packing=True"):
+        UnslothTrainer(model, tokenizer, ExplodingDataset(), args=quiet_args(), eval_packing=True)
 
 
 def test_context_length_precedence(load_public, chat_rows, quiet_args, caplog) -> None:

@@ -29,6 +29,8 @@ def test_bench_compares_both_trainers_and_writes_json(tmp_path, capsys):
         "4",
         "--generate-tokens",
         "8",
+        "--packing-rows",
+        "0",
     ]
     assert bench_mlx.main(arguments) == 0
 

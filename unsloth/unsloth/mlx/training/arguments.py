@@ -120,8 +120,9 @@ INERT_KEYWORDS: Dict[str, Tuple[Any, ...]] = {
 
 # Keywords whose default is what the MLX trainer does; any other value would change training, so it is refused.
 DEFAULT_ONLY_KEYWORDS: Dict[str, Tuple[Any, ...]] = {
-    "packing": _OFF,
-    "padding_free": _OFF,
+    # packing=True packs rows (training/packing.py); padding_free alone changes no loss, only TRL's memory layout.
+    "packing": (False, None, True),
+    "padding_free": (False, None, True),
     "eval_packing": _OFF,
     "group_by_length": _OFF,
     "dataloader_drop_last": _OFF,
@@ -325,12 +326,12 @@ def requested_values(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Dict[str,
     return {**given, **kwargs}
 
 
-def refuse_unsupported(requested: Mapping[str, Any]) -> None:
+def refuse_unsupported(requested: Mapping[str, Any], owner: str = "UnslothTrainingArguments") -> None:
     """NotImplementedError naming every keyword this backend cannot honour; run first, before any conversion."""
     unknown = sorted(set(requested) - KNOWN_KEYWORDS)
     if unknown:
         raise NotImplementedError(
-            f"UnslothTrainingArguments does not support {', '.join(unknown)} on MLX; remove "
+            f"{owner} does not support {', '.join(unknown)} on MLX; remove "
             f"{'it' if len(unknown) == 1 else 'them'}, since nothing the MLX trainer does would honour the request"
         )
     changed = [
@@ -343,7 +344,7 @@ def refuse_unsupported(requested: Mapping[str, Any]) -> None:
         changed.append(f"{SAMPLING_KEYWORD}={requested[SAMPLING_KEYWORD]!r}")
     if changed:
         raise NotImplementedError(
-            f"UnslothTrainingArguments cannot train with {', '.join(changed)} on MLX; leave "
+            f"{owner} cannot train with {', '.join(changed)} on MLX; leave "
             f"{'it' if len(changed) == 1 else 'them'} at the default, since the MLX trainer would train differently"
         )
 
@@ -377,10 +378,12 @@ def _warmup(values: Dict[str, Any]) -> None:
         values["warmup_steps"] = math.ceil(max_steps * ratio) if max_steps is not None and max_steps > 0 else 0
 
 
-def translate(requested: Dict[str, Any], epochs_when_length_unset: Optional[int] = None) -> Translation:
+def translate(
+    requested: Dict[str, Any], epochs_when_length_unset: Optional[int] = None, owner: str = "UnslothTrainingArguments"
+) -> Translation:
     """Backend config values for a notebook's keywords, the CUDA-only ones that asked for something, and where
     max_seq_length came from."""
-    refuse_unsupported(requested)
+    refuse_unsupported(requested, owner)
     skip_prepare = _skip_prepare_dataset(requested)
     ignored = [
         name for name in requested if name in INERT_KEYWORDS and carries_value(requested[name], INERT_KEYWORDS[name])
@@ -438,7 +441,7 @@ class UnslothTrainingArguments(MLXTrainingConfig):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         requested = requested_values(args, kwargs)
-        translation = translate(requested, type(self).epochs_when_length_unset)
+        translation = translate(requested, type(self).epochs_when_length_unset, type(self).__name__)
         values = translation.values
         order = values.get("dataset_order", MLXTrainingConfig.dataset_order)
         if order not in (*DATASET_ORDERS, TORCH_ORDER):

@@ -21,6 +21,7 @@ from unsloth_zoo.mlx.trainer import MLXTrainer
 
 from .arguments import read_trainer_call
 from .embedding_rate import with_embedding_learning_rate
+from .packing import PackedTrainRows, packed_step, refuse_unpackable
 from .quantized_training import refuse_quantized_base_without_lora
 from ..chat.responses_only import response_masked_cross_entropy
 from .train_data import (
@@ -98,6 +99,8 @@ class UnslothTrainer(MLXTrainer):
         if train.masks is not None and self.vision_collator is None:
             # Labels already masked to -100 (train_on_responses_only's return_function) become the loss mask.
             self.train_rows.set_masks(train.masks)
+        if getattr(config, "packing", False):
+            self._pack_rows(config)
         # TRL's attribute names, which notebooks and helpers such as train_on_responses_only read.
         self.processing_class, self.processor = call.processing_class, call.processor
         if self.vision_collator is not None and self.processor is None:
@@ -107,6 +110,14 @@ class UnslothTrainer(MLXTrainer):
         if self.vision_collator is not None:
             # The vision rows are the processor's, images included: the trainer shows the dataset as given.
             self.train_dataset, self.eval_dataset = call.train_dataset, call.eval_dataset
+
+    def _pack_rows(self, config: Any) -> None:
+        """packing=True: the rows as packed sequences of max_seq_length, each row attending only to itself."""
+        owner = type(config).__name__
+        if self.vision_collator is not None:
+            raise NotImplementedError(f"{owner}(packing=True) packs text rows; a vision collator's rows are not packed")
+        refuse_unpackable(self.model, owner)
+        self.train_rows = PackedTrainRows(self.train_rows, int(config.max_seq_length))
 
     def show_prepared_rows(self) -> None:
         """Let `train_dataset` / `eval_dataset` show TRL's prepared columns for the rows trained on, built when read."""
@@ -151,6 +162,9 @@ class UnslothTrainer(MLXTrainer):
         rows = self.train_rows
         if isinstance(rows, VisionTrainRows):
             self._forward_backward = vision_step(self.model, rows)
+            return
+        if isinstance(rows, PackedTrainRows):
+            self._forward_backward = packed_step(self.model, rows)
             return
         if rows.masks is None:
             return
