@@ -30,7 +30,7 @@ GSM8K_FILE.write_text(
 
 # %% [2] FastModel by Hub id, 16-bit
 from unsloth import FastModel  # noqa: E402
-import torch  # noqa: E402
+import torch  # noqa: E402, F401
 
 max_seq_length = 512
 
@@ -60,7 +60,7 @@ model = FastModel.get_peft_model(
 from datasets import load_dataset  # noqa: E402
 
 dataset = load_dataset("json", data_files=str(GSM8K_FILE), split="train")
-dataset
+print(dataset)
 
 # %% [5] a question
 dataset[0]["question"]
@@ -88,7 +88,7 @@ system_prompt = f"""You are given a problem.
 Think about the problem and provide your working out.
 Place it between {reasoning_start} and {reasoning_end}.
 Then, provide your solution between {solution_start}{solution_end}"""
-system_prompt
+print(system_prompt)
 
 # %% [9] conversational prompts
 dataset = dataset.map(

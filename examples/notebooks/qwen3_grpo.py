@@ -57,7 +57,7 @@ system_prompt = f"""You are given a problem.
 Think about the problem and provide your working out.
 Place it between {reasoning_start} and {reasoning_end}.
 Then, provide your solution between {solution_start}{solution_end}"""
-system_prompt
+print(system_prompt)
 
 # %% [4] a chat template that opens the working-out section
 chat_template = (
@@ -106,7 +106,7 @@ dataset = load_dataset("json", data_files=DATA["unsloth/OpenMathReasoning-mini"]
 dataset = dataset.to_pandas()[["expected_answer", "problem", "generated_solution"]]
 is_number = pd.to_numeric(pd.Series(dataset["expected_answer"]), errors="coerce").notnull()
 dataset = dataset.iloc[np.where(is_number)[0]]
-dataset
+print(dataset)
 
 
 # %% [7] each row in the reasoning format
@@ -130,14 +130,14 @@ tokenizer.apply_chat_template(dataset["Messages"][0], tokenize=False)
 # %% [9] keep rows that fit half the context (return_dict=False: transformers 5 returns a dict by default)
 dataset["N"] = dataset["Messages"].apply(lambda x: len(tokenizer.apply_chat_template(x, return_dict=False)))
 dataset = dataset.loc[dataset["N"] <= max_seq_length / 2].copy()
-dataset.shape
+print(dataset.shape)
 
 # %% [10] the text column
 from datasets import Dataset  # noqa: E402
 
 dataset["text"] = tokenizer.apply_chat_template(dataset["Messages"].values.tolist(), tokenize=False)
 dataset = Dataset.from_pandas(dataset)
-dataset
+print(dataset)
 
 # %% [11] the SFT trainer
 from trl import SFTTrainer, SFTConfig  # noqa: E402
@@ -186,7 +186,7 @@ gc.collect()
 
 # %% [15] the GRPO dataset
 dataset = load_dataset("json", data_files=str(DAPO_FILE), split="train")
-dataset
+print(dataset)
 
 # %% [16] a prompt
 dataset[0]["prompt"]
@@ -218,7 +218,7 @@ solution_end_regex = r"</SOLUTION>[\s]{0,}" + "(?:" + re.escape(tokenizer.eos_to
 match_format = re.compile(
     rf"{reasoning_end}.*?{solution_start}(.+?){solution_end_regex}[\s]{{0,}}$", flags=re.MULTILINE | re.DOTALL
 )
-match_format
+print(match_format)
 
 # %% [21] it matches
 match_format.findall("Let me think!<end_working_out><SOLUTION>\n2\n</SOLUTION>")
@@ -363,7 +363,7 @@ trainer.train()
 text = "What is the sqrt of 101?"
 sampling_params = SamplingParams(temperature=1.0, top_k=50, max_tokens=64)
 output = model.fast_generate([text], sampling_params=sampling_params, lora_request=None)[0].outputs[0].text
-output
+print(output)
 
 # %% [32] save the GRPO adapter
 model.save_lora("grpo_saved_lora")
@@ -386,7 +386,7 @@ output = (
     .outputs[0]
     .text
 )
-output
+print(output)
 
 # %% [35] saving, off as published
 if False:
