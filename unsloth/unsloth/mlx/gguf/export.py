@@ -3,8 +3,8 @@
 """Export a trained MLX model to GGUF files llama.cpp loads: LoRA folded into the base weights first.
 
 The weights are converted once (`gguf_convert`, with the tokenizer's keys from `gguf_tokenizer`) and written in
-each requested type: the uniform types by the `gguf` package, the K-quant mixes by llama.cpp's quantizer from a
-float32 file (`gguf_file_types`).
+each requested type: the uniform types by the `gguf` package, the K-quant mixes by `kquants` in numpy, tensor for
+tensor as llama.cpp's quantizer writes them from a float32 file (`gguf_file_types`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from .file_types import (
     available_methods,
     file_label,
     llama_file_type,
-    quantize_with_llama_cpp,
     resolve_method,
 )
+from .kquants.writer import write_mix
 from .ollama import MODELFILE_NAME, build_modelfile
 from .tokenizer import tokenizer_keys
 from ..models.quantize import dequantized_copy
@@ -99,6 +99,7 @@ def save_pretrained_gguf(
     for method in requested:
         resolve_method(method)  # a name that cannot be written fails before the copy
     family_for(model_config(model))  # so does an architecture llama.cpp is not given here
+    _check_writable(Path(save_directory))  # and a folder that cannot hold the files
     model = dequantized_copy(model)
     config = model_config(model)
     weights = merged_weights(model)
@@ -111,20 +112,18 @@ def save_pretrained_gguf(
     # Quantizing from float32 loses the least, whatever the model's own type.
     tensors = gguf_tensors(_as_float32(weights), config)
     keys = tokenizer_keys(folder, int(weights["model.embed_tokens.weight"].shape[0]))
-    source = folder / ".unsloth.F32.quantizer-input.gguf"
     paths = []
-    try:
-        for method in methods:
-            path = folder / f"unsloth.{file_label(method)}.gguf"
+    for method in methods:
+        path = folder / f"unsloth.{file_label(method)}.gguf"
+        try:
             if method in UNIFORM_TYPES:
                 write_gguf(path, tensors, config, keys, UNIFORM_TYPES[method][0], llama_file_type(method))
             else:
-                if not source.exists():
-                    write_gguf(source, tensors, config, keys, "F32", llama_file_type("f32"))
-                quantize_with_llama_cpp(source, path, method)
-            paths.append(path)
-    finally:
-        source.unlink(missing_ok=True)
+                write_mix(path, tensors, config, keys, method)  # as llama.cpp's quantizer writes it
+        except BaseException:
+            path.unlink(missing_ok=True)  # no half-written file
+            raise
+        paths.append(path)
     by_method = dict(zip(methods, paths))
     chosen = [by_method[resolve_method(method, own_float)] for method in requested]
     _write_modelfile(folder, chosen[0].name, tokenizer, str(config.get("model_type", "this")))

@@ -3,8 +3,8 @@
 """Which llama.cpp file types an export can be written in here, and who writes each.
 
 The `gguf` package encodes the uniform types itself (every matrix in one type, norms float32, as
-`llama-quantize --pure` does); what it encodes is probed on this install, never assumed. The K-quant mixes need
-llama.cpp's own quantizer, reached through `llama-cpp-python`'s `llama_model_quantize` from a float32 file.
+`llama-quantize --pure` does); what it encodes is probed on this install, never assumed. The K-quant mixes are
+written by `kquants` in numpy, tensor for tensor as `llama_model_quantize` writes them; llama.cpp is not needed.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, List
 import numpy as np
 
 from ..training.arguments import normalised_name
+from .kquants.mix import MIX_BASE
 
 # llama.cpp's method names with one GGML type for every weight: (type, llama.cpp file type).
 UNIFORM_TYPES = {
@@ -28,21 +29,10 @@ UNIFORM_TYPES = {
     "q4_1": ("Q4_1", "MOSTLY_Q4_1"),
     "q4_0": ("Q4_0", "MOSTLY_Q4_0"),
 }
-# Mixes only llama.cpp's quantizer writes: method -> the K-quant type it is built around.
-LLAMA_CPP_MIXES = {
-    "q4_k_m": "Q4_K",
-    "q4_k_s": "Q4_K",
-    "q5_k_m": "Q5_K",
-    "q5_k_s": "Q5_K",
-    "q6_k": "Q6_K",
-    "q3_k_m": "Q3_K",
-    "q3_k_s": "Q3_K",
-    "q3_k_l": "Q3_K",
-    "q2_k": "Q2_K",
-}
+# The K-quant mixes, written by `kquants`: method -> the type most tensors get.
+K_QUANT_MIXES = MIX_BASE
 # CUDA Unsloth's other names for llama.cpp methods; "not_quantized" keeps the model's own float type.
 METHOD_ALIASES = {"fast_quantized": "q8_0", "quantized": "q4_k_m"}
-INSTALL_LLAMA_CPP = "pip install llama-cpp-python"
 
 
 def gguf_version() -> str:
@@ -65,20 +55,10 @@ def can_quantize(type_name: str) -> bool:
     return True
 
 
-def llama_cpp_installed() -> bool:
-    """Whether llama.cpp's binding imports (its shared library loads), so its quantizer can be called."""
-    try:
-        import llama_cpp  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
 def available_methods() -> List[str]:
     """Every quantization_method this install can write, CUDA Unsloth's aliases included."""
     methods = [method for method, (kind, _) in UNIFORM_TYPES.items() if can_quantize(kind)]
-    if llama_cpp_installed():
-        methods += list(LLAMA_CPP_MIXES)
+    methods += list(K_QUANT_MIXES)
     aliases = [alias for alias, method in METHOD_ALIASES.items() if method in methods]
     return ["not_quantized", *aliases, *methods]
 
@@ -89,16 +69,9 @@ def resolve_method(quantization_method: Any, own_float: str = "f32") -> str:
     method = METHOD_ALIASES.get(method, method)
     if method == "not_quantized":
         method = own_float
-    if method in UNIFORM_TYPES and can_quantize(UNIFORM_TYPES[method][0]):
+    if method in K_QUANT_MIXES or (method in UNIFORM_TYPES and can_quantize(UNIFORM_TYPES[method][0])):
         return method
-    if method in LLAMA_CPP_MIXES and llama_cpp_installed():
-        return method
-    if method in LLAMA_CPP_MIXES:
-        reason = (
-            f"it is a K-quant mix, which only llama.cpp's quantizer writes (the gguf package {gguf_version()} has no "
-            f"{LLAMA_CPP_MIXES[method]} quantizer), and llama-cpp-python is not installed: {INSTALL_LLAMA_CPP}"
-        )
-    elif method in UNIFORM_TYPES:
+    if method in UNIFORM_TYPES:
         reason = f"the gguf package ({gguf_version()}) cannot quantize {UNIFORM_TYPES[method][0]}"
     else:
         reason = "it is not a llama.cpp quantization method"
@@ -122,7 +95,7 @@ def llama_file_type(method: str) -> Any:
 
 
 def quantize_with_llama_cpp(source: Path, target: Path, method: str) -> None:
-    """Write `target` from the float32 GGUF `source` with llama.cpp's quantizer, as `llama-quantize` would."""
+    """Write `target` from the float32 GGUF `source` with llama.cpp's own quantizer (tests compare ours with it)."""
     import ctypes
     import os
 
