@@ -8,11 +8,20 @@ import pytest
 
 from unsloth import UnslothTrainer
 
-# LFM2: ChatML turns after <|startoftext|>, each closed by <|im_end|> and a newline.
+# LFM2: ChatML-style turns after <|startoftext|>; a system turn also lists the tools, and a content may be parts.
 LFM2_TEMPLATE = (
     "{{- bos_token -}}"
+    "{%- set system = namespace(text='') -%}"
+    "{%- if messages[0]['role'] == 'system' -%}{%- set system.text = messages[0]['content'] -%}"
+    "{%- set messages = messages[1:] -%}{%- endif -%}"
+    "{%- if tools -%}{%- set system.text = system.text + ('\\n' if system.text else '') + 'List of tools: "
+    "<|tool_list_start|>' + tools | tojson + '<|tool_list_end|>' -%}{%- endif -%}"
+    "{%- if system.text -%}{{- '<|im_start|>system\\n' + system.text + '<|im_end|>\\n' -}}{%- endif -%}"
     "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}"
+    "{%- else -%}{%- for part in message['content'] -%}{{- part['text'] -}}{%- endfor -%}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )
@@ -62,9 +71,11 @@ def _expected_mask(tokenizer, text: str, answers: list) -> list:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_markers_come_from_the_template_itself(load_public, name) -> None:
     from unsloth.chat_templates import resolve_markers
+    from unsloth.mlx.chat.families import family_of_template
 
     _, tokenizer = load_public()
     tokenizer.chat_template = CASES[name][0]
+    assert family_of_template(tokenizer.chat_template) is None  # not the table's fast path
     assert resolve_markers(tokenizer, None, None) == CASES[name][1]
     assert resolve_markers(tokenizer, "U:", None) == ("U:", CASES[name][1][1])
 
