@@ -14,7 +14,19 @@ import pytest
 from ..conftest import NEUTRAL_CWD, REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
-CELL_COUNTS = {"llama3_2_conversational": 21, "qwen2_5_alpaca": 15, "qwen3": 25, "gemma3": 24}
+CELL_COUNTS = {
+    "llama3_2_conversational": 21,
+    "qwen2_5_alpaca": 15,
+    "qwen3": 25,
+    "gemma3": 24,
+    "zephyr_dpo": 10,
+    "llama3_orpo": 15,
+}
+# What each preference notebook's training logs must show, as printed by the Hugging Face progress callback.
+LOGGED_METRICS = {
+    "zephyr_dpo": ("'rewards/margins'", "'logps/chosen'"),
+    "llama3_orpo": ("'log_odds_ratio'", "'nll_loss'"),
+}
 
 
 def _run(name: str, workdir: Path) -> tuple:
@@ -33,6 +45,7 @@ def test_every_cell_runs(name: str, tmp_path: Path) -> None:
     failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
     assert not failed, (failed, result.stderr[-3000:])
     assert "Traceback" not in result.stderr
+    assert all(metric in result.stdout for metric in LOGGED_METRICS.get(name, ())), result.stdout[-3000:]
     if name == "gemma3":
         # A list-of-parts message renders as its text inside the prompt, never as a Python repr.
         assert "Continue the sequence: 1, 1, 2, 3, 5, 8," in result.stdout and "'type': 'text'" not in result.stdout
