@@ -190,6 +190,13 @@ def bench_mlx(session: nox.Session) -> None:
     session.run("python", "tools/bench_mlx.py", *session.posargs)
 
 
+@nox.session(default=False)
+def bench_gguf(session: nox.Session) -> None:
+    """Our numpy K-quant writer against llama.cpp's llama_model_quantize: wall time ratio and byte identity."""
+    _install_packages(session, *MLX_DEPS, str(_llama_cpp_wheel(session)))
+    session.run("python", "tools/bench_gguf.py", *session.posargs)
+
+
 @nox.session
 def build(session: nox.Session) -> None:
     """Build, check and install both distributions from their wheels; mypy both packages; lint the CI workflow."""
