@@ -21,7 +21,7 @@ from unsloth_zoo.mlx.trainer import MLXTrainer
 
 from ..training.arguments import is_training_arguments, read_trainer_call
 from ..training.quantized_training import refuse_quantized_base_without_lora
-from ..training.train_data import cuda_epoch_order, torch_installed
+from ..training.train_data import cuda_epoch_order, settle_order
 from ..training.trainer import _progress_callbacks
 from .config import RLTrainingArguments, method_arguments
 from .preference_data import PreferencePair, checked_rows
@@ -143,6 +143,7 @@ class PreferenceTrainer(MLXTrainer):
         self.ref_model = ref_model
         self._config_for_pairs = config
         train = PairRows(kept, self._sequences)
+        self.cuda_batch_order = settle_order(config, False)
         super().__init__(
             model,
             call.tokenizer,
@@ -198,10 +199,8 @@ class PreferenceTrainer(MLXTrainer):
         self._forward_backward = forward_backward
 
     def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
-        """CUDA's batch order (torch's seeded randperm) where torch is installed, as the SFT trainer uses."""
-        if self.args.dataset_order in ("sequential", "length") or not torch_installed():
-            if self.args.dataset_order not in ("sequential", "length", "default"):
-                self.args.dataset_order = "default"
+        """CUDA Unsloth's batch order (torch's seeded randperm) unless another order was asked for, as in SFT."""
+        if not self.cuda_batch_order:
             return super()._epoch_batches(epoch)
         order = np.array(cuda_epoch_order(len(self.train_rows), self.args.seed, epoch))
         size = self.args.per_device_train_batch_size
