@@ -155,8 +155,15 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
 
         (workdir / "packing").mkdir()
         packing = measure_packing(folder, options, workdir / "packing")
+    grpo = None
+    if getattr(options, "grpo_prompts", 0) > 0:
+        from tools.bench_mlx_grpo import measure_grpo_sampling
+
+        prompts = token_rows(options.grpo_prompts, options.prompt_len, options.vocab, options.seed + 2)
+        completions = [prompt for prompt in prompts for _ in range(options.grpo_generations)]
+        grpo = measure_grpo_sampling(folder, completions, options.grpo_tokens, options.repeats)
     if options.steps <= 0:
-        return {"generation": generation, "packing": packing}
+        return {"generation": generation, "packing": packing, "grpo": grpo}
     positions = options.batch * (options.seq_len - 1) * options.steps
     runners = {"mlx_lm": lambda out: time_mlx_lm(folder, rows, options, out)}
     for compile_steps in options.compile:
@@ -181,6 +188,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "generation": generation,
         "distributed": distributed,
         "packing": packing,
+        "grpo": grpo,
     }
 
 
@@ -206,6 +214,10 @@ def format_table(result: dict) -> str:
         from tools.bench_mlx_packing import format_packing_table
 
         lines += ["", format_packing_table(result["packing"])] if lines else [format_packing_table(result["packing"])]
+    if result.get("grpo"):
+        from tools.bench_mlx_grpo import format_grpo_table
+
+        lines += ["", format_grpo_table(result["grpo"])] if lines else [format_grpo_table(result["grpo"])]
     return "\n".join(lines)
 
 
@@ -234,10 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--packing-rows", type=int, default=64, help="varied-length rows for the packing on/off row (0: skip)"
     )
+    parser.add_argument("--grpo-prompts", type=int, default=8, help="prompts for the GRPO sampling row (0: skip)")
+    parser.add_argument("--grpo-generations", type=int, default=4, help="completions per prompt in the GRPO row")
+    parser.add_argument("--grpo-tokens", type=int, default=128, help="new tokens per completion in the GRPO row")
     options = parser.parse_args(argv)
     options.compile = {"off": [False], "on": [True], "both": [False, True]}[options.compile]
     if options.steps_only:
         options.generate_tokens = 0
+        options.grpo_prompts = 0
     result = measure(options)
     print(format_table(result))
     if options.json is not None:
