@@ -46,8 +46,8 @@ def measure_grpo_sampling(folder: Path, rows: List[List[int]], max_tokens: int, 
     tokenizer = load_tokenizer(folder)
     runners = {"mlx_lm batch_generate": _mlx_lm, "unsloth GRPO sampling": _ours}
     rates: Dict[str, List[float]] = {name: [] for name in runners}
-    for name, run in runners.items():
-        run(model, tokenizer, rows, 4)
+    for warm_up in runners.values():
+        warm_up(model, tokenizer, rows, 4)
     for _ in range(repeats):
         for name, run in runners.items():
             start = time.perf_counter()
