@@ -204,3 +204,23 @@ def test_a_k_quant_file_that_fails_while_written_leaves_nothing_behind(load_publ
     with pytest.raises(OSError, match="No space left"):
         model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="q4_k_m")
     assert not [item.name for item in (tmp_path / "gguf").iterdir() if ".gguf" in item.name]
+
+
+def test_experts_take_their_layer_from_the_name_and_eight_experts_keep_q8_0_attention():
+    shapes = {"token_embd.weight": (512, 256), "output.weight": (512, 256)}
+    for layer in range(8):
+        shapes[f"blk.{layer}.attn_k.weight"] = shapes[f"blk.{layer}.attn_v.weight"] = (256, 256)
+        shapes[f"blk.{layer}.attn_output.weight"] = (256, 256)
+        shapes[f"blk.{layer}.ffn_gate_inp.weight"] = (8, 256)
+        shapes[f"blk.{layer}.ffn_down_exps.weight"] = (8, 256, 512)
+        shapes[f"blk.{layer}.ffn_down_shexp.weight"] = (256, 512)
+    types = choose_types("q4_k_m", shapes, ModelShape("llama", layers=8, heads=8, kv_heads=2, experts=8))
+    # Two down projections per layer: a running count would reach 8 at layer 4 and give it Q6_K; llama.cpp reads
+    # "blk.N." for a model with experts, so use_more_bits picks layers 0, 3, 6 and 7.
+    assert [types[f"blk.{layer}.ffn_down_exps.weight"] for layer in range(8)] == [
+        "Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q6_K"
+    ]  # fmt: skip
+    assert types["blk.1.ffn_down_shexp.weight"] == "Q4_K"
+    assert types["blk.2.attn_v.weight"] == types["blk.2.attn_k.weight"] == "Q8_0"
+    assert types["blk.2.attn_output.weight"] == "Q5_K"
+    assert types["blk.0.ffn_gate_inp.weight"] == "F32"  # the router stays as it is
