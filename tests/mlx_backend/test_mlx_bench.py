@@ -31,6 +31,8 @@ def test_bench_compares_both_trainers_and_writes_json(tmp_path, capsys):
         "8",
         "--packing-rows",
         "0",
+        "--grpo-prompts",
+        "0",
     ]
     assert bench_mlx.main(arguments) == 0
 
