@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tools.kits.fake_host import HostProfile, apply_host
 from unsloth_zoo import dataset_num_proc as policy
@@ -70,3 +72,25 @@ def test_an_explicit_local_size_wins_over_the_hostfile(mlx_host):
 def test_single_rank_or_unreadable_hostfile_counts_one_rank(mlx_host, entries, rank):
     mlx_host(entries, rank, cpu_count=16)
     assert policy.explain_dataset_num_proc().host.local_ranks == 1
+
+
+hostfile_text = st.one_of(
+    st.text(max_size=60),
+    st.just("[" * 5000),
+    st.lists(st.lists(st.one_of(st.text(max_size=12), st.integers(), st.none()), max_size=3).map(list), max_size=4).map(
+        json.dumps
+    ),
+    st.lists(
+        st.lists(st.sampled_from(["127.0.0.1:1", "10.0.0.2:7", "[::1]:9"]), min_size=1, max_size=2), max_size=5
+    ).map(json.dumps),
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=hostfile_text, rank=st.one_of(st.text(max_size=6), st.integers(-3, 8).map(str)))
+def test_any_hostfile_gives_a_sane_count_and_never_raises(tmp_path, text, rank):
+    hostfile = tmp_path / "hostfile.json"
+    hostfile.write_text(text, encoding="utf-8")
+    count, index = policy.mlx_ranks_on_this_host(str(hostfile), rank)
+    assert count >= 1 and 0 <= index < count

@@ -662,7 +662,10 @@ def parse_mlx_hostfile(text: str) -> List[FrozenSet[str]]:
     """Each rank's set of IP addresses from the ring backend's hostfile (a JSON list of "ip:port" lists)."""
     if not text.strip():
         return []  # mlx.launch writes an empty hostfile for a single rank
-    entries = json.loads(text)
+    try:
+        entries = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to be a hostfile") from None
     if not isinstance(entries, list) or not all(
         isinstance(entry, list) and entry and all(isinstance(address, str) and ":" in address for address in entry)
         for entry in entries
