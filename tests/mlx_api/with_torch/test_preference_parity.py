@@ -30,11 +30,11 @@ def preference_rows() -> list:
     return rows
 
 
-def shared_arguments(output_dir: Path) -> dict:
+def shared_arguments(output_dir: Path, accumulation: int = 1) -> dict:
     return {
         "output_dir": str(output_dir),
         "per_device_train_batch_size": 2,
-        "gradient_accumulation_steps": 1,
+        "gradient_accumulation_steps": accumulation,
         "max_steps": STEPS,
         "learning_rate": 5e-4,
         "lr_scheduler_type": "linear",
@@ -106,10 +106,11 @@ def gap(actual: float, expected: float) -> float:
     return abs(actual - expected) / max(1.0, abs(expected))
 
 
+@pytest.mark.parametrize("accumulation", [1, 3])
 @pytest.mark.parametrize("method", ["dpo", "orpo"])
-def test_every_logged_value_matches_trl(method: str, tiny_model_dir: Path, tmp_path: Path) -> None:
-    expected = step_logs(trl_history(method, tiny_model_dir, shared_arguments(tmp_path / "trl")))
-    actual = step_logs(mlx_history(method, tiny_model_dir, shared_arguments(tmp_path / "mlx")))
+def test_every_logged_value_matches_trl(method: str, accumulation: int, tiny_model_dir: Path, tmp_path: Path) -> None:
+    expected = step_logs(trl_history(method, tiny_model_dir, shared_arguments(tmp_path / "trl", accumulation)))
+    actual = step_logs(mlx_history(method, tiny_model_dir, shared_arguments(tmp_path / "mlx", accumulation)))
     assert [entry["step"] for entry in actual] == [entry["step"] for entry in expected] == list(range(1, STEPS + 1))
     compared = set(expected[0]) - {"step", "epoch"}
     assert {"loss", "grad_norm", "rewards/chosen", "rewards/margins", "logps/rejected", "logits/chosen"} <= compared
@@ -118,7 +119,7 @@ def test_every_logged_value_matches_trl(method: str, tiny_model_dir: Path, tmp_p
         assert set(mine) == set(theirs)
         for key in compared:
             worst[key] = max(worst.get(key, 0.0), gap(mine[key], theirs[key]))
-    print(method, {key: f"{value:.2e}" for key, value in sorted(worst.items())})
+    print(method, accumulation, {key: f"{value:.2e}" for key, value in sorted(worst.items())})
     assert all(value <= TOLERANCE for value in worst.values()), worst
     # Training moved the policy: the margins TRL logs grow apart from zero after the first step.
     assert abs(actual[-1]["rewards/margins"]) > 1e-3
