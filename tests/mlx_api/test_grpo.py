@@ -193,3 +193,13 @@ def test_rows_without_a_prompt_are_refused_with_their_index(load_public, tmp_pat
         build(load_public, tmp_path, [lambda completions, **kw: [0.0] * len(completions)], rows=rows)
     with pytest.raises(ValueError, match=r"row 0 has a prompt of type int"):
         build(load_public, tmp_path, [lambda completions, **kw: [0.0] * len(completions)], rows=[{"prompt": 3}])
+
+
+def test_a_reward_that_is_not_a_number_and_a_reward_model_id_are_refused(load_public, tmp_path: Path) -> None:
+    def words(completions, **kwargs):
+        return ["good"] * len(completions)
+
+    with pytest.raises(ValueError, match=r"reward function 'words' returned a value that is not a number"):
+        build(load_public, tmp_path, [words]).train()
+    with pytest.raises(NotImplementedError, match=r"reward_funcs\[0\]='org/reward-model'.*not reward models"):
+        build(load_public, tmp_path, ["org/reward-model"])
