@@ -4,18 +4,21 @@
 
 Names come from the `gguf` package's per-architecture maps (`gguf.TensorNameMap`), which hold llama.cpp's names;
 what each family needs beyond renaming (llama's rotary row order, Gemma's `1 + weight` norms, Llama 3's rope
-frequency factors) is written here, and `write_gguf` stores the tensors in one llama.cpp type with `GGUFWriter`.
+frequency factors) is written here, the hybrid and expert families' reshapes and keys in `architectures`, and
+`write_gguf` stores the tensors in one llama.cpp type with `GGUFWriter`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from .architectures import feed_forward_length, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
 
@@ -27,6 +30,13 @@ class Family:
     permute_rotary: bool = False  # llama.cpp's llama graph expects the query/key rows interleaved per head
     norm_offset: float = 0.0  # Gemma's norms scale by 1 + weight, llama.cpp's by the stored weight
     tied_only: bool = False  # llama.cpp's graph has no separate output matrix
+    key: str = ""  # the gguf.MODEL_ARCH member, where it is not the architecture's name in capitals
+
+    @property
+    def arch(self) -> Any:
+        import gguf
+
+        return gguf.MODEL_ARCH[self.key or self.architecture.upper()]
 
 
 FAMILIES = {
@@ -37,9 +47,16 @@ FAMILIES = {
     "gemma2": Family("gemma2", norm_offset=1.0, tied_only=True),
     "gemma3_text": Family("gemma3", norm_offset=1.0),
     "phi3": Family("phi3"),
+    "granite": Family("granite", permute_rotary=True),
+    "qwen3_moe": Family("qwen3moe"),
+    "lfm2": Family("lfm2"),
+    "granitemoehybrid": Family("granitehybrid", permute_rotary=True, key="GRANITE_HYBRID"),
+    "gpt_oss": Family("gpt-oss", key="GPT_OSS"),
 }
 # The rope scalings each family's llama.cpp graph reproduces from the keys written here.
 _ROPE_TYPES = {"default", "linear", "llama3"}
+# YaRN where llama.cpp's graph for the family was checked against mlx_lm's YarnRoPE (gpt-oss ships with it).
+_YARN_FAMILIES = {"gpt_oss"}
 
 
 class UnsupportedModel(NotImplementedError):
@@ -50,7 +67,20 @@ def family_for(config: Dict[str, Any]) -> Family:
     model_type = config.get("model_type")
     if model_type not in FAMILIES:
         raise UnsupportedModel(f"GGUF export on MLX supports the model types {', '.join(FAMILIES)}, not {model_type!r}")
+    _refuse_unsupported_settings(config)
     return FAMILIES[str(model_type)]
+
+
+def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
+    """Settings of a supported family that llama.cpp's graph for it does not reproduce, named before any work."""
+    model_type = config.get("model_type")
+    if model_type == "qwen3_moe":
+        if config.get("norm_topk_prob") is False:
+            raise UnsupportedModel("qwen3_moe with norm_topk_prob=False: llama.cpp always renormalizes the top-k")
+        if config.get("mlp_only_layers") or int(config.get("decoder_sparse_step") or 1) != 1:
+            raise UnsupportedModel("qwen3_moe with dense layers (mlp_only_layers, decoder_sparse_step): not in GGUF")
+    if model_type == "lfm2" and config.get("conv_bias"):
+        raise UnsupportedModel("lfm2 with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
 
 
 def head_dim(config: Dict[str, Any]) -> int:
@@ -80,8 +110,10 @@ def rope_scaling(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     if scaling is None:
         return None
     kind = scaling.get("rope_type", scaling.get("type", "default"))
-    if kind not in _ROPE_TYPES:
-        raise UnsupportedModel(f"rope_scaling of type {kind!r} cannot be written to GGUF here (known: llama3, linear)")
+    if kind not in _ROPE_TYPES and not (kind == "yarn" and config.get("model_type") in _YARN_FAMILIES):
+        raise UnsupportedModel(
+            f"rope_scaling of type {kind!r} cannot be written to GGUF here (known: llama3, linear; yarn for gpt_oss)"
+        )
     return None if kind == "default" else {**scaling, "rope_type": kind}
 
 
@@ -116,17 +148,19 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
     import gguf
 
     family = family_for(config)
-    architecture = gguf.MODEL_ARCH[family.architecture.upper()]
-    names = gguf.TensorNameMap(architecture, int(config["num_hidden_layers"]))
+    names = gguf.TensorNameMap(family.arch, int(config["num_hidden_layers"]))
     heads, kv_heads = int(config["num_attention_heads"]), int(config.get("num_key_value_heads") or 0)
     tensors: Dict[str, np.ndarray] = {}
-    for name, value in weights.items():
-        if family.tied_only and name == "lm_head.weight":
-            continue
-        target = names.get_name(name, try_suffixes=(".weight", ".bias"))
+    pieces = (
+        piece
+        for name, value in weights.items()
+        if not (family.tied_only and name == "lm_head.weight")
+        for piece in split_weight(name, np.asarray(value, dtype=np.float32), config)
+    )
+    for name, data, named in pieces:
+        target = name if named else names.get_name(name, try_suffixes=(".weight", ".bias"))
         if target is None:
             raise UnsupportedModel(f"no llama.cpp {family.architecture} tensor for the weight {name!r}")
-        data = np.asarray(value, dtype=np.float32)
         if family.permute_rotary and name.endswith("self_attn.q_proj.weight"):
             data = interleave_rotary_rows(data, heads)
         elif family.permute_rotary and name.endswith("self_attn.k_proj.weight"):
@@ -155,18 +189,24 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     writer.add_context_length(int(config.get("max_position_embeddings") or 4096))
     writer.add_embedding_length(int(config["hidden_size"]))
     writer.add_block_count(int(config["num_hidden_layers"]))
-    writer.add_feed_forward_length(int(config["intermediate_size"]))
+    writer.add_feed_forward_length(feed_forward_length(config))
     writer.add_head_count(int(config["num_attention_heads"]))
-    writer.add_head_count_kv(int(config.get("num_key_value_heads") or config["num_attention_heads"]))
+    writer.add_head_count_kv(kv_head_counts(config))
     writer.add_key_length(dims)
     writer.add_value_length(dims)
     writer.add_rope_dimension_count(int(dims * float(config.get("partial_rotary_factor") or 1.0)))
     writer.add_rope_freq_base(rope_base(config))
-    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps") or 1e-6))
+    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps") or config.get("norm_eps") or 1e-6))
     scaling = rope_scaling(config)
     if scaling is not None and scaling["rope_type"] == "linear":
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(float(scaling["factor"]))
+    if scaling is not None and scaling["rope_type"] == "yarn":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(float(scaling["factor"]))
+        writer.add_rope_scaling_orig_ctx_len(int(scaling["original_max_position_embeddings"]))
+        writer.add_rope_scaling_yarn_beta_fast(float(scaling.get("beta_fast", 32.0)))
+        writer.add_rope_scaling_yarn_beta_slow(float(scaling.get("beta_slow", 1.0)))
     if family.architecture == "gemma2":
         writer.add_float32("gemma2.attn_logit_softcapping", float(config.get("attn_logit_softcapping") or 50.0))
         writer.add_float32("gemma2.final_logit_softcapping", float(config.get("final_logit_softcapping") or 30.0))
@@ -177,13 +217,21 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
         writer.add_float32("gemma3.rope.freq_base_swa", rope_base(config, local=True))
         if config.get("final_logit_softcapping"):
             writer.add_float32("gemma3.final_logit_softcapping", float(config["final_logit_softcapping"]))
+    write_family_keys(writer, config, family.architecture)
 
 
-def stored_type(data: np.ndarray, wanted: str) -> str:
-    """What one tensor is stored as: 1-D stays F32; a row the type's block does not divide falls back to F16."""
+# Tensors llama.cpp's kernels read as float32 only (convolution kernels, routers), as its converter keeps them.
+_FLOAT32_ONLY = re.compile(r"\.(ssm_conv1d|shortconv\.conv|ffn_gate_inp)\.weight$")
+
+
+def stored_type(data: np.ndarray, wanted: str, name: str = "") -> str:
+    """What one tensor is stored as: vectors, norms, suffix-less tensors and `_FLOAT32_ONLY` stay F32; a row
+    the type's block does not divide falls back to F16."""
     import gguf
 
-    if data.ndim < 2 or wanted == "F32":
+    if data.ndim < 2 or wanted == "F32" or name.endswith("_norm.weight") or _FLOAT32_ONLY.search(name):
+        return "F32"
+    if name and not name.endswith(".weight"):
         return "F32"
     block, _ = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[wanted]]
     return wanted if data.shape[-1] % block == 0 else "F16"
@@ -218,7 +266,7 @@ def write_gguf(
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     stored = {}
     for tensor_name, data in tensors.items():
-        stored[tensor_name] = stored_type(data, type_name)
+        stored[tensor_name] = stored_type(data, type_name, tensor_name)
         if stored[tensor_name] == "F32":
             writer.add_tensor(tensor_name, data)
         else:

@@ -1,0 +1,205 @@
+"""The hybrid and mixture-of-experts families' GGUF files hold the tensors and keys llama.cpp's loader asks for.
+
+Each expected name and shape below is read off llama.cpp's loader at the version llama-cpp-python 0.3.36 vendors
+(`src/models/lfm2.cpp`, `granite-hybrid.cpp`, `openai-moe.cpp`, `qwen3moe.cpp`), in ggml's order (innermost
+first), for the sizes of the tiny config; sizes are chosen unequal so a transposed tensor cannot pass. Values are
+checked against the model folder's own weights, with the transform written out here (A = -exp(A_log), the gate
+rows before the up rows, llama's interleaved rotary rows).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model, gpt_oss_config, granitemoehybrid_config, lfm2_config
+from tools.kits.tiny_gguf_families import granite_config, qwen3_moe_config
+
+# Shared by every config here: width 64, 4 heads, 2 KV heads, a 512-token vocabulary.
+EMBD, VOCAB = 64, 512
+
+LFM2 = {**lfm2_config(), "block_ff_dim": 200, "block_auto_adjust_ff_dim": True, "block_multiple_of": 32}
+GRANITE_H = {**granitemoehybrid_config(moe=True), "intermediate_size": 96, "shared_intermediate_size": 160}
+GRANITE_H_DENSE = {**granitemoehybrid_config(moe=False), "intermediate_size": 96, "position_embedding_type": "nope"}
+GPT_OSS = {**gpt_oss_config(), "head_dim": 24, "intermediate_size": 96}
+GRANITE = {**granite_config(), "hidden_size": EMBD, "intermediate_size": 96}
+QWEN3_MOE = {**qwen3_moe_config(), "hidden_size": EMBD, "head_dim": 24, "moe_intermediate_size": 96}
+
+
+def _export(tmp_path: Path, config: dict) -> tuple:
+    import gguf
+    import mlx.core as mx
+
+    from unsloth import FastLanguageModel
+
+    folder = build_tiny_hybrid_model(tmp_path / "model", config["model_type"], config=config)
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
+    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="f32")
+    reader = gguf.GGUFReader(str(path))
+    tensors = {tensor.name: tensor for tensor in reader.tensors}
+    source = {name: np.array(value) for name, value in mx.load(str(folder / "model.safetensors")).items()}
+    return reader, tensors, source
+
+
+def _key(reader, key):
+    field = reader.fields[key]
+    value = field.contents()
+    return value
+
+
+def _shapes(tensors) -> dict:
+    return {name: [int(size) for size in tensor.shape] for name, tensor in tensors.items()}
+
+
+def _data(tensors, name) -> np.ndarray:
+    return np.asarray(tensors[name].data, dtype=np.float32)
+
+
+def test_lfm2_has_short_convolutions_and_attention_only_where_its_layer_types_say(tmp_path):
+    reader, tensors, source = _export(tmp_path, LFM2)
+    shapes = _shapes(tensors)
+    ff = 160  # int(2 * 200 / 3) = 133, times 1.0, rounded up to a multiple of 32
+    assert _key(reader, "general.architecture") == "lfm2"
+    assert _key(reader, "lfm2.shortconv.l_cache") == 3
+    assert list(_key(reader, "lfm2.attention.head_count_kv")) == [0, 2, 0, 2]  # 0 marks a convolution layer
+    assert _key(reader, "lfm2.feed_forward_length") == ff
+    assert _key(reader, "lfm2.attention.layer_norm_rms_epsilon") == pytest.approx(1e-5)
+    assert shapes["token_embd_norm.weight"] == [EMBD]  # LFM2's final norm, under llama.cpp's name for it
+    assert "output.weight" not in shapes  # tied embeddings
+    for layer in (0, 2):
+        assert shapes[f"blk.{layer}.shortconv.conv.weight"] == [3, EMBD]
+        assert shapes[f"blk.{layer}.shortconv.in_proj.weight"] == [EMBD, 3 * EMBD]
+        assert shapes[f"blk.{layer}.shortconv.out_proj.weight"] == [EMBD, EMBD]
+        assert f"blk.{layer}.attn_q.weight" not in shapes
+    for layer in (1, 3):
+        assert shapes[f"blk.{layer}.attn_q_norm.weight"] == [16]
+        assert shapes[f"blk.{layer}.attn_k.weight"] == [EMBD, 32]
+        assert shapes[f"blk.{layer}.attn_output.weight"] == [EMBD, EMBD]
+    assert shapes["blk.0.ffn_gate.weight"] == [EMBD, ff] and shapes["blk.0.ffn_down.weight"] == [ff, EMBD]
+    # The convolution kernel keeps its channel-major layout, its trailing axis of 1 dropped.
+    conv = source["model.layers.0.conv.conv.weight"]
+    np.testing.assert_array_equal(_data(tensors, "blk.0.shortconv.conv.weight"), conv.reshape(EMBD, 3))
+    assert tensors["blk.0.shortconv.conv.weight"].tensor_type.name == "F32"
+
+
+def test_granite_hybrid_moe_has_mamba2_keys_and_split_shared_experts(tmp_path):
+    reader, tensors, source = _export(tmp_path, GRANITE_H)
+    shapes = _shapes(tensors)
+    inner, state, heads, conv = 128, 16, 8, 4  # mamba_n_heads * mamba_d_head, d_state, n_heads, d_conv
+    assert _key(reader, "general.architecture") == "granitehybrid"
+    expected_keys = {
+        "granitehybrid.ssm.conv_kernel": conv,
+        "granitehybrid.ssm.state_size": state,
+        "granitehybrid.ssm.group_count": 1,
+        "granitehybrid.ssm.inner_size": inner,
+        "granitehybrid.ssm.time_step_rank": heads,
+        "granitehybrid.expert_count": 4,
+        "granitehybrid.expert_used_count": 2,
+        "granitehybrid.feed_forward_length": 96,
+        "granitehybrid.expert_shared_feed_forward_length": 160,
+        "granitehybrid.rope.scaling.finetuned": True,
+    }
+    assert {key: _key(reader, key) for key in expected_keys} == expected_keys
+    scales = ("embedding_scale", "attention.scale", "residual_scale", "logit_scale")
+    assert [_key(reader, f"granitehybrid.{key}") for key in scales] == pytest.approx([12.0, 0.125, 0.25, 4.0])
+    assert list(_key(reader, "granitehybrid.attention.head_count_kv")) == [0, 2, 0]
+    in_proj = 2 * inner + 2 * state + heads
+    assert shapes["blk.0.ssm_in.weight"] == [EMBD, in_proj]
+    assert shapes["blk.0.ssm_conv1d.weight"] == [conv, inner + 2 * state]
+    assert shapes["blk.0.ssm_conv1d.bias"] == [inner + 2 * state]
+    assert shapes["blk.0.ssm_dt.bias"] == [heads]
+    assert shapes["blk.0.ssm_a"] == [1, heads] and shapes["blk.0.ssm_d"] == [1, heads]
+    assert shapes["blk.0.ssm_norm.weight"] == [inner, 1]
+    assert shapes["blk.0.ssm_out.weight"] == [inner, EMBD]
+    assert shapes["blk.1.ffn_gate_inp.weight"] == [EMBD, 4]
+    assert shapes["blk.1.ffn_gate_exps.weight"] == [EMBD, 96, 4]
+    assert shapes["blk.1.ffn_down_exps.weight"] == [96, EMBD, 4]
+    assert shapes["blk.1.ffn_gate_shexp.weight"] == [EMBD, 160]
+    assert shapes["blk.1.ffn_down_shexp.weight"] == [160, EMBD]
+    assert "blk.0.attn_q.weight" not in shapes and shapes["blk.1.attn_k.weight"] == [EMBD, 32]
+    a_log = source["model.layers.0.mamba.A_log"]
+    np.testing.assert_allclose(_data(tensors, "blk.0.ssm_a").ravel(), -np.exp(a_log), rtol=1e-6)
+    shared = source["model.layers.1.shared_mlp.input_linear.weight"]
+    np.testing.assert_array_equal(_data(tensors, "blk.1.ffn_gate_shexp.weight"), shared[:160])
+    np.testing.assert_array_equal(_data(tensors, "blk.1.ffn_up_shexp.weight"), shared[160:])
+    # Attention rows interleaved per head, as llama.cpp's llama-style rotary pairs them: row 2i+1 is row i + 8.
+    query, stored = source["model.layers.1.self_attn.q_proj.weight"], _data(tensors, "blk.1.attn_q.weight")
+    np.testing.assert_array_equal(stored[[0, 1, 2, 3]], query[[0, 8, 1, 9]])
+    for name in ("blk.0.ssm_conv1d.weight", "blk.0.ssm_norm.weight", "blk.1.ffn_gate_inp.weight"):
+        assert tensors[name].tensor_type.name == "F32"
+
+
+def test_granite_hybrid_dense_has_a_plain_mlp_and_no_rope_when_its_config_says_nope(tmp_path):
+    reader, tensors, _ = _export(tmp_path, GRANITE_H_DENSE)
+    shapes = _shapes(tensors)
+    assert "granitehybrid.expert_count" not in reader.fields
+    assert _key(reader, "granitehybrid.rope.scaling.finetuned") is False  # Granite's switch for rotary embeddings
+    assert shapes["blk.0.ffn_gate.weight"] == [EMBD, 96] and shapes["blk.0.ffn_down.weight"] == [96, EMBD]
+    assert not [name for name in shapes if "exps" in name or "shexp" in name]
+
+
+def test_gpt_oss_has_sinks_biased_experts_and_alternating_sliding_windows(tmp_path):
+    reader, tensors, source = _export(tmp_path, GPT_OSS)
+    shapes = _shapes(tensors)
+    assert _key(reader, "general.architecture") == "gpt-oss"
+    assert _key(reader, "gpt-oss.expert_feed_forward_length") == 96
+    assert _key(reader, "gpt-oss.attention.sliding_window") == 32
+    assert list(_key(reader, "gpt-oss.attention.sliding_window_pattern")) == [True, False]
+    assert _key(reader, "gpt-oss.attention.key_length") == 24
+    assert (_key(reader, "gpt-oss.expert_count"), _key(reader, "gpt-oss.expert_used_count")) == (4, 2)
+    expected = {
+        "blk.0.attn_q.weight": [EMBD, 96],
+        "blk.0.attn_q.bias": [96],
+        "blk.0.attn_k.weight": [EMBD, 48],
+        "blk.0.attn_output.weight": [96, EMBD],
+        "blk.0.attn_output.bias": [EMBD],
+        "blk.0.attn_sinks.weight": [4],
+        "blk.0.post_attention_norm.weight": [EMBD],
+        "blk.0.ffn_gate_inp.weight": [EMBD, 4],
+        "blk.0.ffn_gate_inp.bias": [4],
+        "blk.0.ffn_gate_exps.weight": [EMBD, 96, 4],
+        "blk.0.ffn_gate_exps.bias": [96, 4],
+        "blk.0.ffn_up_exps.bias": [96, 4],
+        "blk.0.ffn_down_exps.weight": [96, EMBD, 4],
+        "blk.0.ffn_down_exps.bias": [EMBD, 4],
+        "output.weight": [EMBD, VOCAB],
+    }
+    assert {name: shapes.get(name) for name in expected} == expected
+    np.testing.assert_array_equal(_data(tensors, "blk.1.attn_sinks.weight"), source["model.layers.1.self_attn.sinks"])
+    # No rotary reordering: gpt-oss's graph rotates halves, as the Hugging Face rows are laid out.
+    query = source["model.layers.0.self_attn.q_proj.weight"]
+    np.testing.assert_array_equal(_data(tensors, "blk.0.attn_q.weight"), query)
+
+
+def test_granite_and_qwen3_moe_carry_their_multipliers_and_expert_widths(tmp_path):
+    reader, _, _ = _export(tmp_path / "granite", GRANITE)
+    scales = ("embedding_scale", "attention.scale", "residual_scale", "logit_scale")
+    assert [_key(reader, f"granite.{key}") for key in scales] == pytest.approx([12.0, 0.015625, 0.22, 8.0])
+    reader, tensors, _ = _export(tmp_path / "qwen3_moe", QWEN3_MOE)
+    shapes = _shapes(tensors)
+    assert _key(reader, "qwen3moe.expert_feed_forward_length") == 96
+    assert shapes["blk.0.ffn_gate_exps.weight"] == [EMBD, 96, 4]
+    assert shapes["blk.0.ffn_down_exps.weight"] == [96, EMBD, 4]
+    assert shapes["blk.0.ffn_gate_inp.weight"] == [EMBD, 4]
+    assert shapes["blk.0.attn_q_norm.weight"] == [24]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({**QWEN3_MOE, "norm_topk_prob": False}, "qwen3_moe with norm_topk_prob=False"),
+        ({**QWEN3_MOE, "mlp_only_layers": [1]}, "qwen3_moe with dense layers"),
+    ],
+)
+def test_settings_llama_cpp_does_not_reproduce_are_refused_by_name_before_writing(tmp_path, config, message):
+    from unsloth import FastLanguageModel
+
+    folder = build_tiny_hybrid_model(tmp_path / "model", config["model_type"], config=QWEN3_MOE)
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
+    (folder / "config.json").write_text(json.dumps(config))  # what export reads
+    with pytest.raises(NotImplementedError, match=message):
+        model.save_pretrained_gguf(str(tmp_path / "out"), tokenizer)
+    assert not (tmp_path / "out").exists()

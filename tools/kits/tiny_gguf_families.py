@@ -1,0 +1,107 @@
+"""Tiny models of the families GGUF export added beyond the first seven, 256 wide so K-quant blocks fit their rows.
+
+The hybrid and gpt-oss configs are `tiny_hybrid_model`'s, widened; Granite 3 (dense attention with Granite's four
+multipliers) and Qwen 3 MoE (experts in every layer, top-k renormalized) are new here. Each folder is written by
+`tiny_hybrid_model.build_tiny_hybrid_model`, so `mlx_lm` loads it with its own class and a byte-level BPE tokenizer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.kits.tiny_hybrid_model import (
+    VOCAB_SIZE,
+    build_tiny_hybrid_model,
+    gpt_oss_config,
+    granitemoehybrid_config,
+    lfm2_config,
+)
+
+WIDTH = 256
+_WIDE = {"hidden_size": WIDTH, "num_attention_heads": 4, "num_key_value_heads": 2}
+_COMMON_DENSE = {
+    "vocab_size": VOCAB_SIZE,
+    **_WIDE,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "eos_token_id": 1,
+    "pad_token_id": 0,
+    "bos_token_id": None,
+    "torch_dtype": "float32",
+}
+
+
+def wide_lfm2() -> dict:
+    return {**lfm2_config(), **_WIDE, "block_dim": WIDTH, "block_ff_dim": 2 * WIDTH}
+
+
+def wide_granitemoehybrid(moe: bool) -> dict:
+    """Mamba's inner size is twice the width, the one expansion llama.cpp's Granite hybrid accepts."""
+    config = {**granitemoehybrid_config(moe=moe), **_WIDE, "intermediate_size": WIDTH, "mamba_d_head": 64}
+    if moe:
+        config["shared_intermediate_size"] = WIDTH
+    return config
+
+
+def wide_gpt_oss() -> dict:
+    return {**gpt_oss_config(), **_WIDE, "head_dim": 64, "intermediate_size": WIDTH}
+
+
+def granite_config() -> dict:
+    """Granite 3's dense decoder: llama's layout with embedding, attention, residual and logit multipliers."""
+    return {
+        **_COMMON_DENSE,
+        "model_type": "granite",
+        "architectures": ["GraniteForCausalLM"],
+        "intermediate_size": 2 * WIDTH,
+        "embedding_multiplier": 12.0,
+        "attention_multiplier": 0.015625,
+        "residual_multiplier": 0.22,
+        "logits_scaling": 8.0,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": True,
+    }
+
+
+def qwen3_moe_config() -> dict:
+    """Four experts, two per token, in both layers; Qwen 3's per-head query and key norms."""
+    return {
+        **_COMMON_DENSE,
+        "model_type": "qwen3_moe",
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "head_dim": 64,
+        "intermediate_size": 2 * WIDTH,
+        "moe_intermediate_size": WIDTH,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "norm_topk_prob": True,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "tie_word_embeddings": False,
+    }
+
+
+# name: (config builder, mlx_lm module names LoRA may target in it).
+GGUF_FAMILIES = {
+    "lfm2": (wide_lfm2, ("q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3")),
+    "granitemoehybrid": (
+        lambda: wide_granitemoehybrid(moe=True),
+        ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "out_proj", "input_linear", "output_linear"),
+    ),
+    "granitemoehybrid_dense": (
+        lambda: wide_granitemoehybrid(moe=False),
+        ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "out_proj", "gate_proj", "up_proj", "down_proj"),
+    ),
+    "gpt_oss": (wide_gpt_oss, ("q_proj", "k_proj", "v_proj", "o_proj")),
+    "granite": (granite_config, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
+    "qwen3_moe": (qwen3_moe_config, ("q_proj", "k_proj", "v_proj", "o_proj")),
+}
+
+
+def build_gguf_family_model(folder: str | Path, name: str, *, seed: int = 0) -> Path:
+    """Write the tiny `name` model (a key of GGUF_FAMILIES) into `folder` and return its path."""
+    config = GGUF_FAMILIES[name][0]()
+    return build_tiny_hybrid_model(folder, config["model_type"], seed=seed, config=config)
