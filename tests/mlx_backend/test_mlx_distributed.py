@@ -243,3 +243,21 @@ def test_a_rank_that_never_arrives_is_given_up_after_the_timeout(tiny_model_dir,
     assert status0 == 3 and seconds0 < FAULT_TIMEOUT_S, output0[-3000:]
     assert "[unsloth mlx rank 0] no answer from the other ranks for 5 s during step 2" in output0
     assert status1 is None  # still asleep; the test ended it
+
+
+def test_a_rank_whose_peer_never_starts_is_given_up_after_the_timeout(tiny_model_dir, tmp_path):
+    """Rank 0 listens for rank 1 in `mx.distributed.init`, which has no limit of its own; rank 1 is never started."""
+    alone = job("alone-at-init", SGD, 2, 1, tmp_path)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"jobs": [alone], "model_dir": str(tiny_model_dir), "results": str(tmp_path)}))
+    hostfile = tmp_path / "hostfile.json"
+    hostfile.write_text(json.dumps([[f"127.0.0.1:{port}"] for port in free_ports(2)]), encoding="utf-8")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MLX_")}
+    env.update({"MLX_RANK": "0", "MLX_HOSTFILE": str(hostfile), "UNSLOTH_MLX_DISTRIBUTED_TIMEOUT": "3"})
+    result = subprocess.run(
+        [sys.executable, str(WORKER), str(plan)], env=env, capture_output=True, text=True, timeout=FAULT_TIMEOUT_S
+    )
+    # faulthandler ends it (status 1) with the stack of the wait, after the line saying what it waits for.
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert f"[unsloth mlx rank 0] joining the ranks listed in MLX_HOSTFILE={hostfile}" in result.stderr
+    assert "Timeout (0:00:03)!" in result.stderr and "in _join_ring" in result.stderr

@@ -9,6 +9,7 @@ never comes. A failure inside a step travels to every rank in the step's status 
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -125,7 +126,7 @@ class _Watchdog:
 class World:
     """This process's place among the ranks; with one rank every collective is the identity."""
 
-    def __init__(self, group: Any, local_rank: int = 0, local_size: int = 1, timeout: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, group: Any, local_rank: int = 0, local_size: int = 1, watchdog: Optional[_Watchdog] = None):
         self.group = group
         self.rank = group.rank() if group is not None else 0
         self.size = group.size() if group is not None else 1
@@ -133,7 +134,7 @@ class World:
         self.local_size = local_size
         # Seconds spent in collectives by kind ("status", "gradients", "flags", ...), for the benchmark.
         self.seconds: Dict[str, float] = {}
-        self._watchdog = _Watchdog(self.rank, timeout) if self.size > 1 else None
+        self._watchdog = watchdog if self.size > 1 else None
 
     @property
     def is_distributed(self) -> bool:
@@ -221,15 +222,39 @@ class World:
 _WORLD: Dict[str, World] = {}
 
 
+def _join_ring(rank_text: str, hostfile: str) -> Any:
+    """The ring group, joined under a time limit: a rank listening for a peer that never starts would wait forever.
+
+    `mx.distributed.init` holds the GIL while it waits, so the limit is faulthandler's, which needs no Python.
+    """
+    rank = int(rank_text) if rank_text.strip().isdigit() else 0
+    timeout = read_timeout()
+    sys.stderr.write(
+        f"[unsloth mlx rank {rank}] joining the ranks listed in {MLX_HOSTFILE_ENV_VAR}={hostfile}; if they have not all "
+        f"joined within {timeout:g} s this rank stops ({TIMEOUT_ENV_VAR} sets the limit)\n"
+    )
+    faulthandler.dump_traceback_later(timeout, exit=True)
+    try:
+        return mx.distributed.init()
+    except RuntimeError as error:
+        raise RankFailure(f"rank {rank} could not reach the other ranks listed in {hostfile}: {error}") from error
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
 def current_world() -> World:
     """The world of this process, set up once: the mlx group `mlx.launch` (or MLX_RANK / MLX_HOSTFILE) describes."""
     if "world" not in _WORLD:
-        group = mx.distributed.init() if mx.distributed.is_available() else None
+        rank_text, hostfile = os.environ.get(MLX_RANK_ENV_VAR), os.environ.get(MLX_HOSTFILE_ENV_VAR)
+        if not mx.distributed.is_available():
+            group = None
+        elif rank_text is not None and hostfile:
+            group = _join_ring(rank_text, hostfile)
+        else:
+            group = mx.distributed.init()
         if group is None or group.size() == 1:
             _WORLD["world"] = World(None)
         else:
-            local_size, local_rank = mlx_ranks_on_this_host(
-                os.environ.get(MLX_HOSTFILE_ENV_VAR), os.environ.get(MLX_RANK_ENV_VAR)
-            )
-            _WORLD["world"] = World(group, local_rank, local_size, read_timeout())
+            local_size, local_rank = mlx_ranks_on_this_host(hostfile, rank_text)
+            _WORLD["world"] = World(group, local_rank, local_size, _Watchdog(group.rank(), read_timeout()))
     return _WORLD["world"]
