@@ -30,13 +30,18 @@ def preference_rows() -> list:
     return rows
 
 
+def eval_rows() -> list:
+    """Five rows, so the second eval batch of three is short and the row weighting of eval_loss counts."""
+    return [{**row, "prompt": "Again: " + row["prompt"]} for row in preference_rows()[1:]]
+
+
 def shared_arguments(output_dir: Path, accumulation: int = 1) -> dict:
     return {
         "output_dir": str(output_dir),
         "per_device_train_batch_size": 2,
         "gradient_accumulation_steps": accumulation,
         "max_steps": STEPS,
-        "learning_rate": 5e-4,
+        "learning_rate": 3e-4,
         "lr_scheduler_type": "linear",
         "warmup_steps": 0,
         "max_grad_norm": 1.0,
@@ -46,6 +51,9 @@ def shared_arguments(output_dir: Path, accumulation: int = 1) -> dict:
         "seed": 3407,
         "beta": 0.1,
         "max_length": 128,
+        "eval_strategy": "steps",
+        "eval_steps": 2,
+        "per_device_eval_batch_size": 3,
     }
 
 
@@ -74,6 +82,7 @@ def trl_history(method: str, model_dir: Path, arguments: dict) -> list:
             model=model,
             args=args,
             train_dataset=datasets.Dataset.from_list(preference_rows()),
+            eval_dataset=datasets.Dataset.from_list(eval_rows()),
             processing_class=tokenizer,
         )
         trainer.train()
@@ -92,6 +101,7 @@ def mlx_history(method: str, model_dir: Path, arguments: dict) -> list:
         model=model,
         args=config(**arguments),
         train_dataset=datasets.Dataset.from_list(preference_rows()),
+        eval_dataset=datasets.Dataset.from_list(eval_rows()),
         processing_class=tokenizer,
     )
     trainer.train()
@@ -109,8 +119,9 @@ def gap(actual: float, expected: float) -> float:
 @pytest.mark.parametrize("accumulation", [1, 3])
 @pytest.mark.parametrize("method", ["dpo", "orpo"])
 def test_every_logged_value_matches_trl(method: str, accumulation: int, tiny_model_dir: Path, tmp_path: Path) -> None:
-    expected = step_logs(trl_history(method, tiny_model_dir, shared_arguments(tmp_path / "trl", accumulation)))
-    actual = step_logs(mlx_history(method, tiny_model_dir, shared_arguments(tmp_path / "mlx", accumulation)))
+    trl_full = trl_history(method, tiny_model_dir, shared_arguments(tmp_path / "trl", accumulation))
+    mlx_full = mlx_history(method, tiny_model_dir, shared_arguments(tmp_path / "mlx", accumulation))
+    expected, actual = step_logs(trl_full), step_logs(mlx_full)
     assert [entry["step"] for entry in actual] == [entry["step"] for entry in expected] == list(range(1, STEPS + 1))
     compared = set(expected[0]) - {"step", "epoch"}
     assert {"loss", "grad_norm", "rewards/chosen", "rewards/margins", "logps/rejected", "logits/chosen"} <= compared
@@ -121,6 +132,15 @@ def test_every_logged_value_matches_trl(method: str, accumulation: int, tiny_mod
             worst[key] = max(worst.get(key, 0.0), gap(mine[key], theirs[key]))
     print(method, accumulation, {key: f"{value:.2e}" for key, value in sorted(worst.items())})
     assert all(value <= TOLERANCE for value in worst.values()), worst
+    expected_eval = [entry for entry in trl_full if "eval_loss" in entry]
+    actual_eval = [entry for entry in mlx_full if "eval_loss" in entry]
+    assert [entry["step"] for entry in actual_eval] == [entry["step"] for entry in expected_eval] == [2, 4, 5]
+    timing = {"eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "step", "epoch"}
+    for mine, theirs in zip(actual_eval, expected_eval):
+        assert set(mine) == set(theirs)
+        eval_gaps = {key: gap(mine[key], theirs[key]) for key in set(theirs) - timing}
+        print(method, accumulation, "eval", max(eval_gaps.values()))
+        assert max(eval_gaps.values()) <= TOLERANCE, eval_gaps
     # Training moved the policy: the margins TRL logs grow apart from zero after the first step.
     assert abs(actual[-1]["rewards/margins"]) > 1e-3
 

@@ -94,6 +94,10 @@ class DPOTrainer(PreferenceTrainer):
             "logps/rejected": logps[pairs:].mean(),
         }
 
+    def eval_extras(self) -> Dict[str, float]:
+        # TRL's eval logs carry the training token count as it stands.
+        return {"num_tokens": float(self._total_tokens)}
+
     def _store(self, metrics: Dict[str, mx.array], batch: PairBatch) -> None:
         super()._store(metrics, batch)
         # TRL logs the tokens trained on so far (its running count), not a per-step mean.

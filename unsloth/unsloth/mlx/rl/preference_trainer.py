@@ -9,6 +9,8 @@ batch's loss and metrics are (`loss_and_metrics`).
 
 from __future__ import annotations
 
+import math
+import time
 from collections import defaultdict
 from typing import Any, ClassVar, Dict, List, NamedTuple, Tuple
 
@@ -16,7 +18,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from unsloth_zoo.mlx.data import TokenizedRows
+from unsloth_zoo.mlx.data import TokenizedRows, epoch_batches
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
 from ..training.arguments import is_training_arguments, read_trainer_call
@@ -125,8 +127,6 @@ class PreferenceTrainer(MLXTrainer):
         method_names = {*self.config_class.METHOD_KEYWORDS, *self.config_class.ACCEPTED_AT_DEFAULT}
         overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in method_names}
         args, given = _split_call(self.config_class, args, kwargs)
-        if kwargs.get("eval_dataset") is not None:
-            raise NotImplementedError(f"{name} on MLX does not evaluate yet: pass no eval_dataset")
         call = read_trainer_call(model, args, kwargs)
         config = call.config
         for key, value in {**given.method_values(), **overrides}.items():
@@ -143,18 +143,24 @@ class PreferenceTrainer(MLXTrainer):
         self.ref_model = ref_model
         self._config_for_pairs = config
         train = PairRows(kept, self._sequences)
+        evaluation = None
+        if call.eval_dataset is not None:
+            eval_pairs = [
+                self.pair(call.tokenizer, row, config) for row in checked_rows(call.eval_dataset, "eval_dataset")
+            ]
+            evaluation = PairRows([pair for pair in eval_pairs if self.keeps(pair, config)], self._sequences)
         self.cuda_batch_order = settle_order(config, False)
         super().__init__(
             model,
             call.tokenizer,
             train,
-            None,
+            evaluation,
             args=config,
             callbacks=[*_progress_callbacks(config), *(call.callbacks or [])],
         )
         self.processing_class = call.tokenizer
         self.train_dataset = call.train_dataset
-        self.eval_dataset = None
+        self.eval_dataset = call.eval_dataset
         self._stored: Dict[str, List[float]] = defaultdict(list)
         self._total_tokens = 0
 
@@ -209,6 +215,42 @@ class PreferenceTrainer(MLXTrainer):
     def _store(self, metrics: Dict[str, mx.array], batch: PairBatch) -> None:
         for key, value in metrics.items():
             self._stored[key].append(float(value.item()))
+
+    def evaluate(self) -> dict:
+        """TRL's eval logs: `eval_loss` (batch means weighted by rows) and each metric's mean over the batches."""
+        if not self.eval_rows:
+            raise ValueError("evaluation needs an eval_dataset")
+        rows: PairRows = self.eval_rows  # type: ignore[assignment]
+        batches = epoch_batches(rows.lengths, self.args.per_device_eval_batch_size, "sequential", 0, 0)
+        self.callback_handler.eval_dataloader = batches
+        self.model.eval()
+        start = time.time()
+        losses: List[float] = []
+        stored: Dict[str, List[float]] = defaultdict(list)
+        for indices in batches:
+            batch = pair_batch([rows.sequences[int(index)] for index in indices], self.pad_id)
+            loss, metrics = self.loss_and_metrics(self.model, batch, self.reference_values(batch))
+            mx.eval(loss, metrics)
+            losses += [float(loss.item())] * len(indices)
+            for key, value in metrics.items():
+                stored[key].append(float(value.item()))
+            self._fire("on_prediction_step")
+        self.model.train()
+        runtime = time.time() - start
+        results = {"eval_loss": math.fsum(losses) / len(losses)}
+        results.update({f"eval_{key}": sum(values) / len(values) for key, values in stored.items()})
+        results.update({f"eval_{key}": value for key, value in self.eval_extras().items()})
+        results["eval_runtime"] = round(runtime, 4)
+        if runtime > 0:
+            results["eval_samples_per_second"] = round(len(rows) / runtime, 3)
+            results["eval_steps_per_second"] = round(len(batches) / runtime, 3)
+        self.log(results)
+        self._fire("on_evaluate", metrics=results)
+        return results
+
+    def eval_extras(self) -> Dict[str, float]:
+        """Values a method logs at evaluation besides its batch metrics."""
+        return {}
 
     def log(self, logs: dict) -> None:
         """TRL's metrics, each averaged over the micro-batches since the last log, join the training logs."""
