@@ -83,6 +83,14 @@ def test_the_ollama_notebooks_dataset_cells(load_public) -> None:
         [{"role": "user", "content": "Say hi"}], tokenize=False, add_generation_prompt=True
     )
     assert asked.endswith("### Instruction:\nSay hi\n\n### Response:\n")
+    assert tokenizer._ollama_modelfile == (
+        "FROM {__FILE_LOCATION__}\n\n"
+        'TEMPLATE """Below are some instructions that describe some tasks. Write responses that appropriately complete '
+        "each request.\n\n{{ if .Prompt }}### Instruction:\n{{ .Prompt }}{{ end }}\n\n### Response:\n{{ .Response }}"
+        + eos
+        + '"""\n\n'
+        f'PARAMETER stop "{eos}"\nPARAMETER temperature 1.5\nPARAMETER min_p 0.1\n'
+    )
 
 
 def test_apply_chat_template_with_two_examples_and_a_system_slot(load_public) -> None:
@@ -105,6 +113,8 @@ def test_apply_chat_template_with_two_examples_and_a_system_slot(load_public) ->
         chat_template=prompt,
         default_system_message="Answer.",
     )
+    assert 'TEMPLATE """{{ if .System }}<<{{ .System }}>>\n{{ end }}{{ if .Prompt }}Q: ' in tokenizer._ollama_modelfile
+    assert tokenizer._ollama_modelfile.endswith('SYSTEM "Answer."\n')
     assert dataset["text"] == [
         "<<Be brief.>>\nQ: One?\nA: 1<|eos|>\nQ: Two?\nA: 2<|eos|>\n",
         "<<Answer.>>\nQ: One?\nA: 1<|eos|>\n",

@@ -104,6 +104,29 @@ def jinja_template(parts: PromptParts, default_system_message: Optional[str]) ->
     )
 
 
+def ollama_modelfile(parts: PromptParts, default_system_message: Optional[str], stops: Sequence[str]) -> str:
+    """The Ollama Modelfile for the same format (Go template), with `{__FILE_LOCATION__}` for the GGUF's path."""
+    system = parts.system
+    if SYSTEM in system:
+        system = "{{ if .System }}" + system.replace(SYSTEM, "{{ .System }}") + "{{ end }}"
+    template = (
+        system
+        + "{{ if .Prompt }}"
+        + parts.instruction
+        + "{{ .Prompt }}{{ end }}"
+        + parts.response
+        + "{{ .Response }}"
+        + parts.output_end
+    )
+    lines = ["FROM {__FILE_LOCATION__}", "", f'TEMPLATE """{template}"""', ""]
+    lines += [f"PARAMETER stop {json.dumps(stop)}" for stop in dict.fromkeys(stops)]
+    # CUDA Unsloth's sampling defaults for these Modelfiles.
+    lines += ["PARAMETER temperature 1.5", "PARAMETER min_p 0.1"]
+    if SYSTEM in parts.system and default_system_message:
+        lines.append(f"SYSTEM {json.dumps(default_system_message)}")
+    return "\n".join(lines) + "\n"
+
+
 def _with_eos(parts: PromptParts, eos_tokens: Sequence[str]) -> PromptParts:
     """The answer end carries an EOS, so a trained model learns to stop (CUDA Unsloth adds it the same way)."""
     if not eos_tokens or any(token in parts.output_end for token in eos_tokens):
@@ -135,7 +158,8 @@ def apply_chat_template(
     extra_eos_tokens: Optional[Sequence[str] | str] = None,
     num_proc: Any = None,
 ) -> Any:
-    """Set `tokenizer.chat_template` from the prompt and add a `text` column rendering each `conversations` row."""
+    """Set `tokenizer.chat_template` from the prompt (and `tokenizer._ollama_modelfile` to the matching Ollama
+    Modelfile), and add a `text` column rendering each `conversations` row."""
     from .sharegpt import _conversation_column
 
     if tokenizer is None:
@@ -148,8 +172,10 @@ def apply_chat_template(
     eos = [token for token in [getattr(tokenizer, "eos_token", None), *extra] if token]
     parts = _with_eos(split_prompt(chat_template), eos)
     template = jinja_template(parts, default_system_message)
+    modelfile = ollama_modelfile(parts, default_system_message, eos)
     column = _conversation_column(dataset)
     for owner in (tokenizer, getattr(tokenizer, "tokenizer", None)):
         if owner is not None:
             owner.chat_template = template
+            owner._ollama_modelfile = modelfile
     return unsloth_num_proc.sized_map(dataset, _RenderText(tokenizer, column), num_proc, batched=True)
