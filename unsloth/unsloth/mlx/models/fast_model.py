@@ -3,7 +3,7 @@
 """`FastModel`, the entry point of newer notebooks (Gemma 3 and on), for text models on MLX.
 
 Loading is `FastLanguageModel`'s, with the published defaults (4-bit unless a full fine-tune is asked for);
-`get_peft_model`'s `finetune_*` switches choose the text model's attention and MLP projections. Vision layers
+`get_peft_model`'s `finetune_*` switches choose every linear under a block's attention and MLP parts. Vision layers
 are not part of a text model, so asking to train them is refused by name.
 """
 
@@ -14,8 +14,9 @@ from typing import Any, Optional, Sequence, Tuple
 
 from .language import _OFF, FastLanguageModel, _check_keywords
 
-ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
-MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
+# CUDA Unsloth's tags for a block's attention and MLP parts: a linear under a part whose name holds one is chosen.
+ATTENTION_TAGS = ("self_attn", "attention", "attn", "mixer")
+MLP_TAGS = ("mlp", "feed_forward", "ffn", "dense", "mixer")
 # FastModel's own loading keywords, beyond FastLanguageModel's; each accepted at the value that changes nothing.
 FAST_MODEL_DEFAULT_ONLY = {
     "auto_model": (None,),
@@ -29,10 +30,23 @@ FAST_MODEL_DEFAULT_ONLY = {
 }
 
 
+def _under(path: str, tags: Tuple[str, ...]) -> bool:
+    parts = path.split(".")[:-1]
+    # A MoE router picks experts; CUDA does not adapt it (it is no nn.Linear there), so neither do the switches.
+    return "router" not in path.split(".") and any(tag in part for part in parts for tag in tags)
+
+
 def peft_targets(
-    vision: Optional[bool], language: Optional[bool], attention: Optional[bool], mlp: Optional[bool]
+    model: Any,
+    vision: Optional[bool],
+    language: Optional[bool],
+    attention: Optional[bool],
+    mlp: Optional[bool],
 ) -> Tuple[str, ...]:
-    """The projections the switches ask for on a text model; None means the published default (on)."""
+    """Every linear (block-relative path) under the attention and MLP parts the switches ask for, in any block, so
+    hybrid models (LFM2's `out_proj` and `w1`..`w3`) are covered; None means the published default (on)."""
+    from unsloth_zoo.mlx.lora import adaptable_paths
+
     if vision:
         raise NotImplementedError(
             "finetune_vision_layers=True: this is a text model on MLX, with no vision layers to train; "
@@ -40,11 +54,18 @@ def peft_targets(
         )
     if language is False:
         raise NotImplementedError("finetune_language_layers=False leaves a text model nothing to train; leave it True")
-    targets = (ATTENTION_MODULES if attention is not False else ()) + (MLP_MODULES if mlp is not False else ())
-    if not targets:
+    tags = (ATTENTION_TAGS if attention is not False else ()) + (MLP_TAGS if mlp is not False else ())
+    if not tags:
         raise NotImplementedError(
             "finetune_attention_modules=False with finetune_mlp_modules=False leaves nothing to train; "
             "turn one of them on"
+        )
+    paths = adaptable_paths(model.layers)
+    targets = tuple(path for path in paths if _under(path, tags))
+    if not targets:
+        raise ValueError(
+            "finetune_attention_modules / finetune_mlp_modules: no linear of this model sits under an attention "
+            f"or MLP part; pass target_modules from its adaptable paths: {', '.join(paths)}"
         )
     return targets
 
@@ -89,7 +110,7 @@ class FastModel(FastLanguageModel):
     ) -> Any:
         """LoRA on the projections the `finetune_*` switches choose, unless `target_modules` names them."""
         targets = peft_targets(
-            finetune_vision_layers, finetune_language_layers, finetune_attention_modules, finetune_mlp_modules
+            model, finetune_vision_layers, finetune_language_layers, finetune_attention_modules, finetune_mlp_modules
         )
         chosen = targets if target_modules is None else target_modules
         return FastLanguageModel.get_peft_model(model, r=r, target_modules=chosen, lora_alpha=lora_alpha, **kwargs)

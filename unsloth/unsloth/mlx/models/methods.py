@@ -56,6 +56,20 @@ def _tokenizer_ids(tokenizer: Any) -> tuple:
     return eos_ids, getattr(tokenizer, "pad_token_id", None)
 
 
+def _ids_chat_template(self: Any, conversation: Any, *args: Any, **kwargs: Any) -> Any:
+    """transformers 4's answer: ids, not a dict, unless `return_dict` is asked for (or an assistant mask needs it)."""
+    if "return_dict" not in kwargs and not kwargs.get("return_assistant_tokens_mask"):
+        kwargs["return_dict"] = False
+    return type(self).apply_chat_template(self, conversation, *args, **kwargs)
+
+
+def prepare_tokenizer(tokenizer: Any) -> None:
+    """Give the tokenizer its push, and the 4.x `apply_chat_template` answer the notebooks were written for."""
+    tokenizer.push_to_hub = MethodType(hub.tokenizer_push_to_hub, tokenizer)
+    # Notebooks (transformers 4.56) take `len(...)` of the tokenized template; transformers 5 returns a dict there.
+    tokenizer.apply_chat_template = MethodType(_ids_chat_template, tokenizer)
+
+
 def attach_methods(model: Any, tokenizer: Any, folder: Optional[str]) -> None:
     """Give `model` `generate` and the pushes, and `tokenizer` its push, bound to each other."""
     defaults = _model_defaults(folder)
@@ -77,10 +91,10 @@ def attach_methods(model: Any, tokenizer: Any, folder: Optional[str]) -> None:
         model.config = hugging_face_config(folder, getattr(model, "unsloth_base_model", None))
     model.device = MODEL_DEVICE
     if tokenizer is not None:
-        tokenizer.push_to_hub = MethodType(hub.tokenizer_push_to_hub, tokenizer)
+        prepare_tokenizer(tokenizer)
 
 
 def rebind_tokenizer(model: Any, tokenizer: Any) -> None:
     """Make `tokenizer` the one `model.generate` reads, and give it its push."""
     setattr(model, TOKENIZER_ATTRIBUTE, tokenizer)
-    tokenizer.push_to_hub = MethodType(hub.tokenizer_push_to_hub, tokenizer)
+    prepare_tokenizer(tokenizer)
