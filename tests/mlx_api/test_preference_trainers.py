@@ -269,3 +269,43 @@ def test_trl_names_and_patch_calls_in_a_fresh_interpreter(trl_situation) -> None
     assert found["orpo"] == ["unsloth.mlx.rl.orpo", True, True] and found["home_all"] == ["ORPOConfig", "ORPOTrainer"]
     assert found["refusal"].startswith("KTOTrainer is not available on MLX")
     assert "DPOTrainer" in found["refusal"] and found["torch"] is False
+
+
+BLOCKED = """
+import importlib.abc, json, sys, warnings
+
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "unsloth.mlx.rl.dpo":
+            raise ImportError("blocked for the test")
+        return None
+
+
+sys.meta_path.insert(0, Blocker())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import unsloth
+    import trl
+from unsloth import UnslothTrainer
+try:
+    trl.DPOTrainer(None)
+    refusal = None
+except NotImplementedError as error:
+    refusal = str(error)
+print(json.dumps({
+    "sft": trl.SFTTrainer is UnslothTrainer,
+    "orpo": trl.ORPOTrainer.__module__,
+    "refusal": refusal,
+    "warnings": [str(item.message) for item in caught],
+}))
+"""
+
+
+def test_a_trainer_that_fails_to_load_refuses_by_name_and_the_rest_of_trl_is_patched(trl_situation) -> None:
+    found = run_python(BLOCKED)
+    assert found["sft"] and found["orpo"] == "unsloth.mlx.rl.orpo"
+    assert found["refusal"].startswith("DPOTrainer is not available on MLX")
+    assert any(
+        "could not load DPOTrainer" in message and "blocked for the test" in message for message in found["warnings"]
+    )

@@ -16,6 +16,7 @@ import functools
 import importlib
 import importlib.util
 import sys
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, List, Tuple
@@ -86,8 +87,13 @@ def _mlx_rl_names() -> Tuple[Tuple[str, Any], ...]:
     found = []
     for name, module_name in MLX_RL_NAMES.items():
         full_name = f"unsloth.mlx.rl.{module_name}"
-        if importlib.util.find_spec(full_name) is not None:
+        try:
+            if importlib.util.find_spec(full_name) is None:
+                continue
             found.append((name, getattr(importlib.import_module(full_name), name)))
+        except Exception as error:
+            # A trainer that fails to load keeps refusing by name; patching the rest of trl must still succeed.
+            warnings.warn(f"unsloth could not load {name} from {full_name}: {error!r}", RuntimeWarning, stacklevel=2)
     return tuple(found)
 
 
