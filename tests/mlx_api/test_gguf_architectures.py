@@ -177,7 +177,7 @@ def test_gpt_oss_has_sinks_biased_experts_and_alternating_sliding_windows(tmp_pa
 def test_granite_and_qwen3_moe_carry_their_multipliers_and_expert_widths(tmp_path):
     reader, _, _ = _export(tmp_path / "granite", GRANITE)
     scales = ("embedding_scale", "attention.scale", "residual_scale", "logit_scale")
-    assert [_key(reader, f"granite.{key}") for key in scales] == pytest.approx([12.0, 0.015625, 0.22, 8.0])
+    assert [_key(reader, f"granite.{key}") for key in scales] == pytest.approx([0.5, 0.1, 0.8, 0.5])
     reader, tensors, _ = _export(tmp_path / "qwen3_moe", QWEN3_MOE)
     shapes = _shapes(tensors)
     assert _key(reader, "qwen3moe.expert_feed_forward_length") == 96
@@ -203,3 +203,15 @@ def test_settings_llama_cpp_does_not_reproduce_are_refused_by_name_before_writin
     with pytest.raises(NotImplementedError, match=message):
         model.save_pretrained_gguf(str(tmp_path / "out"), tokenizer)
     assert not (tmp_path / "out").exists()
+
+
+def test_gpt_oss_o200k_splitting_gets_llama_cpp_s_gpt_4o_pre_tokenizer(tmp_path):
+    import gguf
+
+    from tools.kits.tiny_gguf_families import build_gguf_family_model
+    from unsloth import FastLanguageModel
+
+    folder = build_gguf_family_model(tmp_path / "model", "gpt_oss")
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
+    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="f16")
+    assert gguf.GGUFReader(str(path)).fields["tokenizer.ggml.pre"].contents() == "gpt-4o"

@@ -7,6 +7,7 @@ multipliers) and Qwen 3 MoE (experts in every layer, top-k renormalized) are new
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tools.kits.tiny_hybrid_model import (
@@ -33,6 +34,16 @@ _COMMON_DENSE = {
 }
 
 
+# Granite's four multipliers, each away from 1 but with a small embedding term, so that LoRA's updates are not
+# drowned by the token embedding in the residual stream (at Granite's own 12x, 60 steps teach a tiny model nothing).
+LEARNABLE_MULTIPLIERS = {
+    "embedding_multiplier": 0.5,
+    "attention_multiplier": 0.1,
+    "residual_multiplier": 0.8,
+    "logits_scaling": 0.5,
+}
+
+
 def wide_lfm2() -> dict:
     return {**lfm2_config(), **_WIDE, "block_dim": WIDTH, "block_ff_dim": 2 * WIDTH}
 
@@ -40,6 +51,7 @@ def wide_lfm2() -> dict:
 def wide_granitemoehybrid(moe: bool) -> dict:
     """Mamba's inner size is twice the width, the one expansion llama.cpp's Granite hybrid accepts."""
     config = {**granitemoehybrid_config(moe=moe), **_WIDE, "intermediate_size": WIDTH, "mamba_d_head": 64}
+    config.update(LEARNABLE_MULTIPLIERS)
     if moe:
         config["shared_intermediate_size"] = WIDTH
     return config
@@ -56,10 +68,7 @@ def granite_config() -> dict:
         "model_type": "granite",
         "architectures": ["GraniteForCausalLM"],
         "intermediate_size": 2 * WIDTH,
-        "embedding_multiplier": 12.0,
-        "attention_multiplier": 0.015625,
-        "residual_multiplier": 0.22,
-        "logits_scaling": 8.0,
+        **LEARNABLE_MULTIPLIERS,
         "attention_bias": False,
         "mlp_bias": False,
         "tie_word_embeddings": True,
@@ -101,7 +110,23 @@ GGUF_FAMILIES = {
 }
 
 
+def split_as_o200k(folder: Path) -> None:
+    """Make the folder's byte-level BPE split text with o200k's regex first, as gpt-oss's tokenizer does."""
+    from unsloth.mlx.gguf.tokenizer import GPT4O_REGEX
+
+    path = folder / "tokenizer.json"
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    split = {"type": "Split", "pattern": {"Regex": GPT4O_REGEX}, "behavior": "Isolated", "invert": False}
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [split, byte_level]}
+    path.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+
+
 def build_gguf_family_model(folder: str | Path, name: str, *, seed: int = 0) -> Path:
-    """Write the tiny `name` model (a key of GGUF_FAMILIES) into `folder` and return its path."""
+    """Write the tiny `name` model (a key of GGUF_FAMILIES) into `folder` and return its path; gpt-oss gets
+    o200k's splitting."""
     config = GGUF_FAMILIES[name][0]()
-    return build_tiny_hybrid_model(folder, config["model_type"], seed=seed, config=config)
+    folder = build_tiny_hybrid_model(folder, config["model_type"], seed=seed, config=config)
+    if config["model_type"] == "gpt_oss":
+        split_as_o200k(folder)
+    return folder
