@@ -147,6 +147,8 @@ def test_orpo_trains_with_the_notebooks_keywords(load_public, tmp_path, recorder
     trainer = ORPOTrainer(
         model=model, train_dataset=dataset(rows()), tokenizer=tokenizer, args=args, callbacks=[recorder]
     )
+    # The config's max_length cuts each sequence, as TRL's does, below the 128 positions the model was loaded for.
+    assert trainer.args.max_seq_length == 64
     trainer.train()
     logs = [entry for entry in recorder.logs if "loss" in entry]
     assert {"nll_loss", "log_odds_ratio", "log_odds_chosen", "rewards/margins"} <= set(logs[0])
@@ -309,3 +311,17 @@ def test_a_trainer_that_fails_to_load_refuses_by_name_and_the_rest_of_trl_is_pat
     assert any(
         "could not load DPOTrainer" in message and "blocked for the test" in message for message in found["warnings"]
     )
+
+
+@pytest.mark.parametrize(("loaded", "expected"), [(2048, 1024), (128, 128)])
+def test_max_length_defaults_to_trls_1024_within_the_models_length(tiny_model_dir, tmp_path, loaded, expected) -> None:
+    from trl import DPOTrainer
+
+    from unsloth import FastLanguageModel
+
+    model, tokenizer = FastLanguageModel.from_pretrained(str(tiny_model_dir), max_seq_length=loaded)
+    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0)
+    model.max_seq_length = loaded  # the tiny llama has 512 positions; the notebooks' models have thousands
+    model.args.max_position_embeddings = max(loaded, 512)
+    trainer = DPOTrainer(model, args=notebook_dpo_config(tmp_path), train_dataset=rows(), tokenizer=tokenizer)
+    assert trainer.args.max_seq_length == expected

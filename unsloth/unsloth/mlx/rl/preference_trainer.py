@@ -21,7 +21,12 @@ import numpy as np
 from unsloth_zoo.mlx.data import TokenizedRows, epoch_batches
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
-from ..training.arguments import is_training_arguments, read_trainer_call
+from ..training.arguments import (
+    MODEL_MAX_SEQ_LENGTH_ATTRIBUTE,
+    is_training_arguments,
+    model_context_limit,
+    read_trainer_call,
+)
 from ..training.quantized_training import refuse_quantized_base_without_lora
 from ..training.train_data import cuda_epoch_order, settle_order
 from ..training.trainer import _progress_callbacks
@@ -29,6 +34,8 @@ from .config import RLTrainingArguments, method_arguments
 from .preference_data import PreferencePair, checked_rows
 
 Sequence = Tuple[List[int], int]
+# TRL's DPO and ORPO configs cut each sequence at this many tokens unless told otherwise.
+TRL_MAX_LENGTH = 1024
 
 
 class PairRows(TokenizedRows):
@@ -115,6 +122,13 @@ def _split_call(kind: type, positionals: Tuple[Any, ...], keywords: Dict[str, An
     return positionals, keywords["args"]
 
 
+def _sequence_limit(model: Any, requested: Any) -> int:
+    """TRL's `max_length` (1024 when not given) for each sequence, never past what the model was loaded for."""
+    value = TRL_MAX_LENGTH if requested is None else int(requested)
+    limits = [model_context_limit(model), getattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, None)]
+    return min([value, *(int(limit) for limit in limits if limit)])
+
+
 class PreferenceTrainer(MLXTrainer):
     """TRL's preference trainer call on MLX; subclasses set `config_class` and the method's pieces."""
 
@@ -127,8 +141,10 @@ class PreferenceTrainer(MLXTrainer):
         method_names = {*self.config_class.METHOD_KEYWORDS, *self.config_class.ACCEPTED_AT_DEFAULT}
         overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in method_names}
         args, given = _split_call(self.config_class, args, kwargs)
+        length = next((kwargs[key] for key in ("max_length", "max_seq_length") if kwargs.get(key) is not None), None)
         call = read_trainer_call(model, args, kwargs)
         config = call.config
+        config.max_seq_length = _sequence_limit(model, length if length is not None else given.max_seq_length)
         for key, value in {**given.method_values(), **overrides}.items():
             setattr(config, key, value)
         if overrides:
