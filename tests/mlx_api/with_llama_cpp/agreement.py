@@ -3,10 +3,14 @@ continue it with llama.cpp from GGUF files in one fresh process."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+from urllib.parse import unquote, urlparse
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
@@ -56,17 +60,19 @@ def mlx_greedy(model: Any, prompt: List[int], count: int) -> Tuple[np.ndarray, L
     return first, sequence[len(prompt) :]
 
 
-def llama_cpp_continuations(paths: Sequence[Path], text: str, count: int = NEW_TOKENS) -> Dict[str, dict]:
+def llama_cpp_continuations(
+    paths: Sequence[Path], text: str, count: int = NEW_TOKENS, runner: Path = RUNNER
+) -> Dict[str, dict]:
     """llama.cpp's prompt tokens, first logits, greedy tokens and answer for each file, by file name."""
     result = subprocess.run(
-        [sys.executable, str(RUNNER), text, str(count), *map(str, paths)],
+        [sys.executable, str(runner), text, str(count), *map(str, paths)],
         capture_output=True,
         text=True,
         timeout=600,
         cwd=NEUTRAL_CWD,
         env={**os.environ, "UNSLOTH_MLX": "1"},
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, runner_failure(result.returncode, result.stderr)
     rows = [json.loads(line) for line in result.stdout.strip().splitlines() if line.startswith("{")]
     return {Path(row["path"]).name: row for row in rows}
 
@@ -76,3 +82,39 @@ def agreement(reloaded: dict, tokens: List[int], first: np.ndarray) -> Tuple[int
     equal = sum(mine == theirs for mine, theirs in zip(reloaded["tokens"], tokens))
     gap = float(np.abs(np.array(reloaded["first_logits"]) - first).max() / np.abs(first).max())
     return equal, gap
+
+
+def runner_failure(returncode: int, stderr: str) -> str:
+    """Why the llama.cpp process failed, in words: a killing signal by its name, else its status; then its stderr."""
+    if returncode < 0:
+        name = _signal_name(-returncode)
+        what = f"llama.cpp was killed by {name or f'signal {-returncode}'}"
+    else:
+        # A shell between us and Python reports a death by signal N as status 128 + N.
+        name = _signal_name(returncode - 128) if returncode > 128 else ""
+        what = f"llama.cpp's runner exited with status {returncode}" + (f" (128 + {name}?)" if name else "")
+    if name == "SIGILL":
+        what += (
+            f": it was built with instructions this CPU will not run ({_installed_llama_cpp()}); rebuild it"
+            " with -DGGML_NATIVE=OFF, as the llama_cpp nox session does (tools/llama_cpp_build.py)"
+        )
+    return f"{what}\nits stderr: {stderr[-3000:].strip() or '(empty)'}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return ""
+
+
+def _installed_llama_cpp() -> str:
+    """The llama_cpp package's folder and, when pip recorded it, the wheel it was installed from."""
+    spec = importlib.util.find_spec("llama_cpp")
+    where = f"llama_cpp at {Path(spec.origin).parent}" if spec and spec.origin else "llama_cpp not found"
+    try:
+        recorded = importlib.metadata.distribution("llama_cpp_python").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        recorded = None
+    url = json.loads(recorded).get("url", "") if recorded else ""
+    return f"{where}, installed from {unquote(urlparse(url).path)}" if url.startswith("file:") else where
