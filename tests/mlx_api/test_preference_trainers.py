@@ -325,3 +325,18 @@ def test_max_length_defaults_to_trls_1024_within_the_models_length(tiny_model_di
     model.args.max_position_embeddings = max(loaded, 512)
     trainer = DPOTrainer(model, args=notebook_dpo_config(tmp_path), train_dataset=rows(), tokenizer=tokenizer)
     assert trainer.args.max_seq_length == expected
+
+
+@pytest.mark.parametrize("disable", [True, False])
+def test_disable_dropout_turns_off_the_lora_dropout_as_trl_does(tiny_model_dir, tmp_path, disable) -> None:
+    import mlx.nn as nn
+    from trl import ORPOConfig, ORPOTrainer
+
+    from unsloth import FastLanguageModel
+
+    model, tokenizer = FastLanguageModel.from_pretrained(str(tiny_model_dir), max_seq_length=128)
+    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, lora_dropout=0.3, random_state=0)
+    args = ORPOConfig(output_dir=str(tmp_path), disable_dropout=disable, max_steps=1)
+    ORPOTrainer(model=model, args=args, train_dataset=rows(), tokenizer=tokenizer)
+    rates = {round(1 - module._p_1, 6) for _, module in model.named_modules() if isinstance(module, nn.Dropout)}
+    assert rates == ({0.0} if disable else {0.3})

@@ -122,6 +122,14 @@ def _split_call(kind: type, positionals: Tuple[Any, ...], keywords: Dict[str, An
     return positionals, keywords["args"]
 
 
+def disable_dropout(model: Any) -> None:
+    """TRL's `disable_dropout=True`: every dropout layer of the model (LoRA's included) becomes a no-op."""
+    for _, module in model.named_modules():
+        for key, child in list(module.items()):
+            if isinstance(child, nn.Dropout):
+                module[key] = nn.Dropout(0.0)
+
+
 def _sequence_limit(model: Any, requested: Any) -> int:
     """TRL's `max_length` (1024 when not given) for each sequence, never past what the model was loaded for."""
     value = TRL_MAX_LENGTH if requested is None else int(requested)
@@ -152,6 +160,8 @@ class PreferenceTrainer(MLXTrainer):
             self.config_class(dict(config.to_dict(), **config.method_values()))
         config.check_method_keywords()
         rows = checked_rows(call.train_dataset)
+        if config.disable_dropout:
+            disable_dropout(model)
         pairs = [self.pair(call.tokenizer, row, config) for row in rows]
         kept = [pair for pair in pairs if self.keeps(pair, config)]
         if not kept:
