@@ -106,3 +106,24 @@ def test_fast_model_switches_on_llama_keep_the_seven_projections(load_public) ->
     model = FastModel.get_peft_model(model, finetune_vision_layers=False, r=8)
     names = {path.rsplit(".", 1)[-1] for path in _lora_paths(model)}
     assert names == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+
+def test_fast_model_takes_the_families_own_auto_model(lfm2_dir: Path) -> None:
+    """The LFM2 notebook reloads with `auto_model=Lfm2ForCausalLM`: the class of the checkpoint's own family."""
+    from transformers import AutoModelForCausalLM, Lfm2ForCausalLM
+
+    from unsloth import FastModel
+
+    model, _ = FastModel.from_pretrained(str(lfm2_dir), load_in_4bit=False, auto_model=Lfm2ForCausalLM)
+    assert model.config.model_type == "lfm2"
+    model, _ = FastModel.from_pretrained(str(lfm2_dir), load_in_4bit=False, auto_model=AutoModelForCausalLM)
+    assert model.config.model_type == "lfm2"
+
+
+def test_fast_model_refuses_another_familys_auto_model(lfm2_dir: Path) -> None:
+    from transformers import LlamaForCausalLM
+
+    from unsloth import FastModel
+
+    with pytest.raises(NotImplementedError, match=r"auto_model=LlamaForCausalLM.*lfm2.*Lfm2ForCausalLM"):
+        FastModel.from_pretrained(str(lfm2_dir), load_in_4bit=False, auto_model=LlamaForCausalLM)

@@ -19,7 +19,6 @@ ATTENTION_TAGS = ("self_attn", "attention", "attn", "mixer")
 MLP_TAGS = ("mlp", "feed_forward", "ffn", "dense", "mixer")
 # FastModel's own loading keywords, beyond FastLanguageModel's; each accepted at the value that changes nothing.
 FAST_MODEL_DEFAULT_ONLY = {
-    "auto_model": (None,),
     "return_logits": _OFF,
     "fullgraph": (None, True),
     "whisper_language": (None,),
@@ -70,6 +69,23 @@ def peft_targets(
     return targets
 
 
+def check_auto_model(auto_model: Any, model: Any) -> None:
+    """`auto_model` may name the checkpoint's own causal-LM class (or the Auto class); mlx-lm builds that family's
+    model, so any other class is refused by name."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if auto_model is None:
+        return
+    name = getattr(auto_model, "__name__", repr(auto_model))
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    own = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    if name not in ("AutoModelForCausalLM", own):
+        raise NotImplementedError(
+            f"FastModel.from_pretrained on MLX cannot honour auto_model={name}: this checkpoint is {model_type!r}, "
+            f"which mlx-lm loads as its own family; pass auto_model={own or 'AutoModelForCausalLM'} or leave it out"
+        )
+
+
 class FastModel(FastLanguageModel):
     @staticmethod
     def from_pretrained(  # type: ignore[override]
@@ -86,7 +102,8 @@ class FastModel(FastLanguageModel):
         _check_keywords("FastModel.from_pretrained", own, {}, FAST_MODEL_DEFAULT_ONLY)
         if load_in_4bit is None:
             load_in_4bit = not full_finetuning and not load_in_8bit
-        return FastLanguageModel.from_pretrained(
+        auto_model = kwargs.pop("auto_model", None)
+        model, tokenizer = FastLanguageModel.from_pretrained(
             model_name,
             max_seq_length,
             dtype,
@@ -95,6 +112,8 @@ class FastModel(FastLanguageModel):
             load_in_8bit=load_in_8bit,
             **kwargs,
         )
+        check_auto_model(auto_model, model)
+        return model, tokenizer
 
     @staticmethod
     def get_peft_model(  # type: ignore[override]

@@ -1,0 +1,132 @@
+"""The first cell of the scripts for notebooks on other families: the tiny model of the notebook's own mlx-lm
+architecture (mistral, gemma2, lfm2, granitemoehybrid, gpt_oss, ...) under its Hub ids (offline), with a chat
+template where the real repository ships one, and local files in the columns of those notebooks' datasets."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parents[2]
+REVISION = "0" * 40
+HYBRIDS = ("lfm2", "granitemoehybrid", "gpt_oss")
+
+# Short templates in each family's own turn markers (written here; the real ones carry more: tools, dates).
+TEMPLATES = {
+    "lfm2": (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    ),
+    "granite": (
+        "{% for m in messages %}<|start_of_role|>{{ m['role'] }}<|end_of_role|>{{ m['content'] }}<|end_of_text|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|start_of_role|>assistant<|end_of_role|>{% endif %}"
+    ),
+    # gpt-oss's harmony layout: the effort in the system turn, the thinking on the analysis channel.
+    "gpt_oss": (
+        "<|start|>system<|message|>Reasoning: {{ reasoning_effort | default('medium') }}<|end|>"
+        "{% for m in messages %}{% if m['role'] == 'assistant' %}"
+        "{% if m.get('thinking') %}<|start|>assistant<|channel|>analysis<|message|>{{ m['thinking'] }}<|end|>{% endif %}"
+        "<|start|>assistant<|channel|>final<|message|>{{ m['content'] }}<|return|>"
+        "{% else %}<|start|>{{ m['role'] }}<|message|>{{ m['content'] }}<|end|>{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}<|start|>assistant{% endif %}"
+    ),
+}
+
+
+def _build(folder: Path, architecture: str) -> Path:
+    if architecture in HYBRIDS:
+        from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
+
+        return build_tiny_hybrid_model(folder, architecture)
+    from tools.kits.tiny_mlx_model import build_tiny_mlx_model
+
+    return build_tiny_mlx_model(folder, architecture=architecture)
+
+
+def _set_template(snapshot: Path, template: str) -> None:
+    from unsloth.mlx.chat.families import FAMILIES
+
+    path = snapshot / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["chat_template"] = FAMILIES[template].template if template in FAMILIES else TEMPLATES[template]
+    # A notebook strips `tokenizer.bos_token` from its texts; the tiny vocabulary's system token stands in for it.
+    config.setdefault("bos_token", "<|system|>")
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    (snapshot / "chat_template.jinja").unlink(missing_ok=True)
+
+
+def _jsonl(path: Path, rows: list) -> str:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+def write_family_datasets(folder: Path, copies: int = 16) -> Dict[str, str]:
+    """Stand-ins, in their columns, for the datasets of the CPT, text-completion, gpt-oss and Ollama notebooks."""
+    from tools.kits.notebook_cache import FACTS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    facts = FACTS * copies
+    articles = [{"id": str(n), "url": "", "title": q, "text": f"{q} {a}"} for n, (q, a) in enumerate(facts)]
+    korean = [
+        {"id": str(n), "conversations": [{"from": "human", "value": q}, {"from": "gpt", "value": a}]}
+        for n, (q, a) in enumerate(facts)
+    ]
+    stories = [{"text": f"Once upon a time someone asked: {q} {a}"} for q, a in facts]
+    thinking = [
+        {
+            "reasoning_language": "French",
+            "developer": "You answer briefly.",
+            "user": q,
+            "analysis": "The answer is in the question's story.",
+            "final": a,
+            "messages": [
+                {"role": "system", "content": "reasoning language: French", "thinking": None},
+                {"role": "user", "content": q, "thinking": None},
+                {"role": "assistant", "content": a, "thinking": "The answer is in the question's story."},
+            ],
+        }
+        for q, a in facts
+    ]
+    alpaca = [{"instruction": q, "input": "", "output": a, "text": f"{q} {a}"} for q, a in facts]
+    return {
+        "wikimedia/wikipedia": _jsonl(folder / "wikipedia.jsonl", articles),
+        "FreedomIntelligence/alpaca-gpt4-korean": _jsonl(folder / "alpaca_korean.jsonl", korean),
+        "roneneldan/TinyStories": _jsonl(folder / "tinystories.jsonl", stories),
+        "HuggingFaceH4/Multilingual-Thinking": _jsonl(folder / "multilingual_thinking.jsonl", thinking),
+        "vicgalle/alpaca-gpt4": _jsonl(folder / "alpaca_gpt4.jsonl", alpaca),
+    }
+
+
+def prepare(repositories: Dict[str, Tuple[str, Optional[str]]]) -> Dict[str, str]:
+    """Switch MLX on, cache `{repo id: (architecture, template or None)}`, move into a scratch folder; returns
+    {dataset id: local JSONL path}."""
+    os.environ.setdefault("UNSLOTH_MLX", "1")
+    scratch = Path(os.environ.get("NOTEBOOK_WORKDIR") or tempfile.mkdtemp(prefix="notebook-"))
+    hf_home = scratch / "hf-home"
+    os.environ["HF_HOME"] = str(hf_home)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))
+    from tools.kits.notebook_cache import write_datasets
+
+    built: Dict[str, Path] = {}
+    for repo_id, (architecture, template) in repositories.items():
+        if architecture not in built:
+            built[architecture] = _build(hf_home / "sources" / architecture, architecture)
+        organisation, name = repo_id.split("/")
+        repository = hf_home / "hub" / f"models--{organisation}--{name}"
+        snapshot = repository / "snapshots" / REVISION
+        shutil.copytree(built[architecture], snapshot)
+        if template is not None:
+            _set_template(snapshot, template)
+        (repository / "refs").mkdir(parents=True, exist_ok=True)
+        (repository / "refs" / "main").write_text(REVISION, encoding="utf-8")
+    files = {name: str(path) for name, path in write_datasets(scratch / "data").items()}
+    files.update(write_family_datasets(scratch / "data"))
+    os.chdir(scratch)
+    return files
