@@ -4,13 +4,15 @@ For every family in the GGUF table, a tiny model is exported in float32 (what ll
 in every K-quant mix by our numpy writer; `llama_cpp.llama_model_quantize` then writes each mix from the float32
 file, and the two files must hold the same tensors in the same types with the same bytes. Two shapes: rows of 256
 and 512 over 10 layers (K-quant blocks, every use_more_bits layer pattern), and rows of 96 and 200 (llama.cpp's
-32-wide fallback types, and F16 where 32 does not divide either).
+32-wide fallback types, and F16 where 32 does not divide either). The families added later (lfm2, Granite 4.0-H
+with and without experts, gpt-oss, Granite 3, Qwen 3 MoE) are checked in their own kit's 256-wide shape.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tools.kits.tiny_gguf_families import GGUF_FAMILIES
 from tools.kits.tiny_mlx_model import FAMILY_CONFIGS, TinyLlamaShape
 
 SHAPES = {
@@ -26,16 +28,26 @@ def _tensors(path) -> dict:
     return {tensor.name: (tensor.tensor_type.name, tensor.data.tobytes()) for tensor in reader.tensors}
 
 
-@pytest.fixture(scope="module", params=[(family, shape) for family in FAMILY_CONFIGS for shape in SHAPES])
+CASES = [(family, shape) for family in FAMILY_CONFIGS for shape in SHAPES]
+CASES += [(family, "super_blocks") for family in GGUF_FAMILIES]
+
+
+@pytest.fixture(scope="module", params=CASES)
 def both_writers(request, tmp_path_factory):
     from unsloth import FastLanguageModel
     from unsloth.mlx.gguf.file_types import K_QUANT_MIXES, quantize_with_llama_cpp
 
+    from tools.kits.tiny_gguf_families import build_gguf_family_model
     from tools.kits.tiny_mlx_model import build_tiny_mlx_model
 
     family, shape = request.param
     root = tmp_path_factory.mktemp(f"kquants-{family}-{shape}")
-    folder = build_tiny_mlx_model(root / "model", SHAPES[shape], architecture=family, tokenizer_cache_dir=root.parent)
+    if family in GGUF_FAMILIES:
+        folder = build_gguf_family_model(root / "model", family)
+    else:
+        folder = build_tiny_mlx_model(
+            root / "model", SHAPES[shape], architecture=family, tokenizer_cache_dir=root.parent
+        )
     model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
     source = model.save_pretrained_gguf(str(root / "f32"), tokenizer, quantization_method="f32")
     ours = model.save_pretrained_gguf(str(root / "ours"), tokenizer, quantization_method=list(K_QUANT_MIXES))
