@@ -127,3 +127,27 @@ def test_fast_model_refuses_another_familys_auto_model(lfm2_dir: Path) -> None:
 
     with pytest.raises(NotImplementedError, match=r"auto_model=LlamaForCausalLM.*lfm2.*Lfm2ForCausalLM"):
         FastModel.from_pretrained(str(lfm2_dir), load_in_4bit=False, auto_model=LlamaForCausalLM)
+
+
+def test_gguf_modelfile_keeps_the_prompt_template(load_public, tmp_path: Path) -> None:
+    """The Ollama notebook sets its own prompt with `apply_chat_template(dataset, ...)`, then saves a GGUF: the
+    Modelfile written beside it carries that prompt as its TEMPLATE, as CUDA Unsloth's does, on every save."""
+    from datasets import Dataset
+
+    from unsloth import apply_chat_template
+
+    model, tokenizer = load_public(lora=True)
+    rows = Dataset.from_list(
+        [{"conversations": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]}]
+    )
+    apply_chat_template(rows, tokenizer=tokenizer, chat_template="Answer each one.\n\n{INPUT}\n\n{OUTPUT}")
+    for method in ("q8_0", "f16"):
+        folder = tmp_path / method
+        model.save_pretrained_gguf(str(folder), tokenizer, quantization_method=method)
+        text = (folder / "Modelfile").read_text(encoding="utf-8")
+        location = text.splitlines()[0].removeprefix("FROM ")
+        assert (folder / location).is_file(), text
+        assert 'TEMPLATE """Answer each one.\n\n{{ if .Prompt }}{{ .Prompt }}{{ end }}' in text, text
+        assert "{__FILE_LOCATION__}" not in text
+    # What the notebook prints: the Modelfile the template made, as CUDA Unsloth keeps it.
+    assert tokenizer._ollama_modelfile.startswith("FROM {__FILE_LOCATION__}")

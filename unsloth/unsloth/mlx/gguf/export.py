@@ -29,7 +29,7 @@ from .file_types import (
     resolve_method,
 )
 from .kquants.writer import write_mix
-from .ollama import MODELFILE_NAME, build_modelfile
+from .ollama import FILE_LOCATION, MODELFILE_NAME, build_modelfile
 from .tokenizer import tokenizer_keys
 from ..models.quantize import dequantized_copy
 
@@ -147,6 +147,8 @@ def _write_modelfile(folder: Path, gguf_name: str, tokenizer: Any, model_type: s
     """Ollama's Modelfile beside the first file asked for, kept on the tokenizer too, as CUDA Unsloth does."""
     text = build_modelfile(gguf_name, tokenizer, model_type)
     (folder / MODELFILE_NAME).write_text(text, encoding="utf-8")
+    if FILE_LOCATION in str(getattr(tokenizer, "_ollama_modelfile", "")):
+        return  # the prompt's Modelfile stays on the tokenizer for the next save, as CUDA Unsloth keeps it
     try:
         tokenizer._ollama_modelfile = text
     except AttributeError:  # a tokenizer that takes no new attributes still gets the file

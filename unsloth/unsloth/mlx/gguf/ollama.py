@@ -17,6 +17,8 @@ from ..chat.families import FAMILIES, family_of_template
 logger = logging.getLogger(__name__)
 
 MODELFILE_NAME = "Modelfile"
+# Where a Modelfile made by `apply_chat_template` (before any GGUF exists) names the file; the export fills it in.
+FILE_LOCATION = "{__FILE_LOCATION__}"
 # Written where the family's template ends an assistant turn with the tokenizer's EOS.
 EOS = "{eos}"
 
@@ -129,6 +131,10 @@ def _quoted(text: str) -> str:
 
 def build_modelfile(gguf_name: str, tokenizer: Any, model_type: str = "this") -> str:
     """The Modelfile for `gguf_name` (a file beside it), from the tokenizer's chat template and EOS."""
+    prepared = getattr(tokenizer, "_ollama_modelfile", None)
+    if isinstance(prepared, str) and FILE_LOCATION in prepared:
+        # The notebook's own prompt format (apply_chat_template) wins over the family table, as on CUDA.
+        return prepared.replace(FILE_LOCATION, f"./{gguf_name}")
     eos_token = getattr(tokenizer, "eos_token", None)
     family = family_of_template(getattr(tokenizer, "chat_template", None))
     lines = [f"FROM ./{gguf_name}"]
