@@ -224,3 +224,10 @@ def test_experts_take_their_layer_from_the_name_and_eight_experts_keep_q8_0_atte
     assert types["blk.2.attn_v.weight"] == types["blk.2.attn_k.weight"] == "Q8_0"
     assert types["blk.2.attn_output.weight"] == "Q5_K"
     assert types["blk.0.ffn_gate_inp.weight"] == "F32"  # the router stays as it is
+
+
+def test_a_tensor_of_many_chunks_encodes_as_its_rows_do_one_by_one():
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((4500, 256)) * 0.02).astype(np.float32)  # more super-blocks than one pass takes
+    whole = quantize_k(x, "Q4_K")
+    assert np.array_equal(whole, np.concatenate([quantize_k(x[row : row + 1], "Q4_K") for row in range(4500)]))

@@ -6,6 +6,8 @@ which `llama_model_quantize` uses when no importance matrix is given) encode the
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict
 
 import numpy as np
@@ -185,6 +187,13 @@ def _q2_k(x: np.ndarray) -> np.ndarray:
     return np.concatenate([packed, _pack_2bit(levels), _half_bytes(d), _half_bytes(dmin)], axis=1)
 
 
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 _ENCODERS: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Q2_K": _q2_k,
     "Q3_K": _q3_k,
@@ -203,6 +212,14 @@ def quantize_k(data: np.ndarray, type_name: str) -> np.ndarray:
     flat = np.ascontiguousarray(data, dtype=F32).reshape(-1, QK_K)
     encode = _ENCODERS[type_name]
     out = np.empty((flat.shape[0], BLOCK_BYTES[type_name]), dtype=np.uint8)
-    for start in range(0, flat.shape[0], _CHUNK):
+
+    def encode_chunk(start: int) -> None:
         out[start : start + _CHUNK] = encode(flat[start : start + _CHUNK])
+
+    starts = range(0, flat.shape[0], _CHUNK)
+    if len(starts) == 1:
+        encode_chunk(0)
+    else:  # numpy lets go of the GIL inside each operation, so chunks on threads use every CPU, as llama.cpp does
+        with ThreadPoolExecutor(min(len(starts), _cpus())) as pool:
+            list(pool.map(encode_chunk, starts))
     return out.reshape(*data.shape[:-1], data.shape[-1] // QK_K * BLOCK_BYTES[type_name])
