@@ -187,6 +187,24 @@ def test_granite_and_qwen3_moe_carry_their_multipliers_and_expert_widths(tmp_pat
     assert shapes["blk.0.attn_q_norm.weight"] == [24]
 
 
+def test_olmo2_norms_after_each_block_and_over_all_query_heads(tmp_path):
+    from tools.kits.tiny_gguf_families import olmo2_config
+
+    reader, tensors, _ = _export(tmp_path, {**olmo2_config(), "hidden_size": EMBD, "intermediate_size": 96})
+    shapes = _shapes(tensors)
+    assert _key(reader, "general.architecture") == "olmo2"
+    expected = {
+        "blk.0.attn_q_norm.weight": [EMBD],  # n_embd: one norm over every query head
+        "blk.0.attn_k_norm.weight": [32],  # n_head_kv * head size
+        "blk.0.post_attention_norm.weight": [EMBD],
+        "blk.0.post_ffw_norm.weight": [EMBD],
+        "blk.0.ffn_down.weight": [96, EMBD],
+        "output.weight": [EMBD, VOCAB],
+    }
+    assert {name: shapes.get(name) for name in expected} == expected
+    assert "blk.0.attn_norm.weight" not in shapes and "blk.0.ffn_norm.weight" not in shapes
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [

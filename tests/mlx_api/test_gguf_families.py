@@ -146,7 +146,7 @@ def test_an_architecture_outside_the_list_is_refused_by_name(tiny_model_dir, tmp
     with pytest.raises(
         NotImplementedError,
         match=r"supports the model types llama, mistral, qwen2, qwen3, gemma2, "
-        r"gemma3_text, phi3, granite, qwen3_moe, lfm2, granitemoehybrid, gpt_oss, not 'gpt_neox'",
+        r"gemma3_text, phi3, granite, qwen3_moe, olmo2, lfm2, granitemoehybrid, gpt_oss, not 'gpt_neox'",
     ):
         model.save_pretrained_gguf(str(tmp_path / "out"), tokenizer)
     assert not (tmp_path / "out").exists()

@@ -1,7 +1,7 @@
 """Tiny models of the families GGUF export added beyond the first seven, 256 wide so K-quant blocks fit their rows.
 
 The hybrid and gpt-oss configs are `tiny_hybrid_model`'s, widened; Granite 3 (dense attention with Granite's four
-multipliers) and Qwen 3 MoE (experts in every layer, top-k renormalized) are new here. Each folder is written by
+multipliers), Qwen 3 MoE (experts in every layer, top-k renormalized) and OLMo 2 are new here. Each folder is written by
 `tiny_hybrid_model.build_tiny_hybrid_model`, so `mlx_lm` loads it with its own class and a byte-level BPE tokenizer.
 """
 
@@ -93,6 +93,18 @@ def qwen3_moe_config() -> dict:
     }
 
 
+def olmo2_config() -> dict:
+    """OLMo 2: norms after attention and MLP rather than before, query and key normed over all heads at once."""
+    return {
+        **_COMMON_DENSE,
+        "model_type": "olmo2",
+        "architectures": ["Olmo2ForCausalLM"],
+        "intermediate_size": 2 * WIDTH,
+        "attention_bias": False,
+        "tie_word_embeddings": False,
+    }
+
+
 # name: (config builder, mlx_lm module names LoRA may target in it).
 GGUF_FAMILIES = {
     "lfm2": (wide_lfm2, ("q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3")),
@@ -107,6 +119,7 @@ GGUF_FAMILIES = {
     "gpt_oss": (wide_gpt_oss, ("q_proj", "k_proj", "v_proj", "o_proj")),
     "granite": (granite_config, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
     "qwen3_moe": (qwen3_moe_config, ("q_proj", "k_proj", "v_proj", "o_proj")),
+    "olmo2": (olmo2_config, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
 }
 
 

@@ -49,6 +49,7 @@ FAMILIES = {
     "phi3": Family("phi3"),
     "granite": Family("granite", permute_rotary=True),
     "qwen3_moe": Family("qwen3moe"),
+    "olmo2": Family("olmo2"),
     "lfm2": Family("lfm2"),
     "granitemoehybrid": Family("granitehybrid", permute_rotary=True, key="GRANITE_HYBRID"),
     "gpt_oss": Family("gpt-oss", key="GPT_OSS"),
