@@ -4,6 +4,7 @@ template where the real repository ships one, and local files in the columns of 
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -15,6 +16,8 @@ from typing import Dict, Optional, Tuple
 ROOT = Path(__file__).resolve().parents[2]
 REVISION = "0" * 40
 HYBRIDS = ("lfm2", "granitemoehybrid", "gpt_oss")
+# Granite 4.0-H micro is the dense variant: a plain MLP beside its Mamba and attention blocks, no experts.
+VARIANTS = {"granitemoehybrid-dense": ("granitemoehybrid", {"moe": False})}
 
 # Short templates in each family's own turn markers (written here; the real ones carry more: tools, dates).
 TEMPLATES = {
@@ -25,6 +28,13 @@ TEMPLATES = {
     "granite": (
         "{% for m in messages %}<|start_of_role|>{{ m['role'] }}<|end_of_role|>{{ m['content'] }}<|end_of_text|>\n"
         "{% endfor %}{% if add_generation_prompt %}<|start_of_role|>assistant<|end_of_role|>{% endif %}"
+    ),
+    # Magistral's [INST] turns; a content may be a list of text parts, as the real template allows.
+    "magistral": (
+        "{{ bos_token }}{% for m in messages %}{% if m['content'] is string %}{% set c = m['content'] %}{% else %}"
+        "{% set c = m['content'] | selectattr('type', 'equalto', 'text') | map(attribute='text') | join('') %}"
+        "{% endif %}{% if m['role'] == 'user' %}[INST]{{ c }}[/INST]{% elif m['role'] == 'system' %}"
+        "[SYSTEM_PROMPT]{{ c }}[/SYSTEM_PROMPT]{% else %}{{ c }}{{ eos_token }}{% endif %}{% endfor %}"
     ),
     # gpt-oss's harmony layout: the effort in the system turn, the thinking on the analysis channel.
     "gpt_oss": (
@@ -39,10 +49,11 @@ TEMPLATES = {
 
 
 def _build(folder: Path, architecture: str) -> Path:
-    if architecture in HYBRIDS:
-        from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
+    family, options = VARIANTS.get(architecture, (architecture, {}))
+    if family in HYBRIDS:
+        from tools.kits.tiny_hybrid_model import HYBRID_CONFIGS, build_tiny_hybrid_model
 
-        return build_tiny_hybrid_model(folder, architecture)
+        return build_tiny_hybrid_model(folder, family, config=HYBRID_CONFIGS[family](**options))
     from tools.kits.tiny_mlx_model import build_tiny_mlx_model
 
     return build_tiny_mlx_model(folder, architecture=architecture)
@@ -66,7 +77,8 @@ def _jsonl(path: Path, rows: list) -> str:
 
 
 def write_family_datasets(folder: Path, copies: int = 16) -> Dict[str, str]:
-    """Stand-ins, in their columns, for the datasets of the CPT, text-completion, gpt-oss and Ollama notebooks."""
+    """Stand-ins, in their columns, for the datasets of the CPT, text-completion, gpt-oss, Ollama and Granite
+    notebooks (Granite's is a CSV sheet with a header row)."""
     from tools.kits.notebook_cache import FACTS
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -93,12 +105,18 @@ def write_family_datasets(folder: Path, copies: int = 16) -> Dict[str, str]:
         for q, a in facts
     ]
     alpaca = [{"instruction": q, "input": "", "output": a, "text": f"{q} {a}"} for q, a in facts]
+    support = folder / "support_recs.csv"
+    with support.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["conversation snippet", "recommended reply"])
+        writer.writerows([f"User: {q}\nAgent: Let me look.", f"Suggest: {a}"] for q, a in facts)
     return {
         "wikimedia/wikipedia": _jsonl(folder / "wikipedia.jsonl", articles),
         "FreedomIntelligence/alpaca-gpt4-korean": _jsonl(folder / "alpaca_korean.jsonl", korean),
         "roneneldan/TinyStories": _jsonl(folder / "tinystories.jsonl", stories),
         "HuggingFaceH4/Multilingual-Thinking": _jsonl(folder / "multilingual_thinking.jsonl", thinking),
         "vicgalle/alpaca-gpt4": _jsonl(folder / "alpaca_gpt4.jsonl", alpaca),
+        "unsloth/Support-Bot-Recommendation": str(support),
     }
 
 
