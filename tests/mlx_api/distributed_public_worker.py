@@ -44,6 +44,12 @@ def main(argv: list) -> int:
     trainer = UnslothTrainer(model, tokenizer, [{"text": text} for text in plan["texts"]], args=args)
     train_on_responses_only(trainer, instruction_part="<|user|>\n", response_part="<|assistant|>\n")
     trainer.train()
+    if plan.get("save_dir"):
+        # The notebook's save cells, run by every rank as every rank runs the script.
+        saves = Path(plan["save_dir"].replace("{rank}", str(rank)))
+        model.save_pretrained(str(saves / "lora_model"))
+        tokenizer.save_pretrained(str(saves / "lora_model"))
+        model.save_pretrained_merged(str(saves / "merged"), tokenizer, save_method="merged_16bit")
     weights = {name: np.array(value) for name, value in tree_flatten(model.trainable_parameters())}
     np.savez(Path(plan["results"]) / f"{plan['name']}-rank{rank}.npz", **weights)
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]

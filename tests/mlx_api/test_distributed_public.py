@@ -31,7 +31,7 @@ def _ports(count: int) -> list:
     return ports
 
 
-def _run(tmp_path: Path, model_dir: Path, name: str, ranks: int, batch: int) -> list:
+def _run(tmp_path: Path, model_dir: Path, name: str, ranks: int, batch: int, save: bool = False) -> list:
     results = tmp_path / "results"
     results.mkdir(exist_ok=True)
     # 9 rows: the last global batch of 4 leaves rank 1 without a row.
@@ -46,6 +46,7 @@ def _run(tmp_path: Path, model_dir: Path, name: str, ranks: int, batch: int) -> 
                 "texts": texts,
                 "results": str(results),
                 "output_dir": str(tmp_path / name / "rank{rank}"),
+                "save_dir": str(tmp_path / f"{name}-saves" / "rank{rank}") if save else "",
             }
         ),
         encoding="utf-8",
@@ -81,7 +82,7 @@ def _weights(tmp_path: Path, name: str, rank: int) -> dict:
 
 
 def test_a_notebook_script_trains_as_two_ranks_with_the_one_process_step(tiny_model_dir, tmp_path) -> None:
-    two = _run(tmp_path, tiny_model_dir, "two", 2, 2)
+    two = _run(tmp_path, tiny_model_dir, "two", 2, 2, save=True)
     _run(tmp_path, tiny_model_dir, "one", 1, 4)
     rank0, rank1, single = _weights(tmp_path, "two", 0), _weights(tmp_path, "two", 1), _weights(tmp_path, "one", 0)
     assert all(np.array_equal(rank0[key], rank1[key]) for key in rank0)
@@ -92,3 +93,9 @@ def test_a_notebook_script_trains_as_two_ranks_with_the_one_process_step(tiny_mo
     # transformers' printer prints on world process zero only, as under torchrun.
     assert "'loss'" in two[0] and "'loss'" not in two[1]
     assert (tmp_path / "two" / "rank0").is_dir() and not (tmp_path / "two" / "rank1").exists()
+    # The save cells ran on both ranks; only rank 0 wrote, and rank 1 waited for it (HF's main-process rule).
+    saves = tmp_path / "two-saves"
+    assert (saves / "rank0" / "lora_model" / "adapter_config.json").is_file()
+    assert (saves / "rank0" / "lora_model" / "tokenizer.json").is_file()
+    assert (saves / "rank0" / "merged" / "model.safetensors").is_file()
+    assert not (saves / "rank1").exists()

@@ -9,6 +9,7 @@ never comes. A failure inside a step travels to every rank in the step's status 
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -16,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import mlx.core as mx
 import numpy as np
@@ -135,6 +136,8 @@ class World:
         # Seconds spent in collectives by kind ("status", "gradients", "flags", ...), for the benchmark.
         self.seconds: Dict[str, float] = {}
         self._watchdog = watchdog if self.size > 1 else None
+        # True while rank 0 writes on its own (checkpoints, final files): a save guarded for rank 0 then just runs.
+        self.writing_alone = False
 
     @property
     def is_distributed(self) -> bool:
@@ -214,6 +217,15 @@ class World:
         (summed,) = self.collective("agreeing on the control flags", [mx.array(values)], "flags")
         for name, value in zip(FLAG_NAMES, summed):
             setattr(control, name, bool(value))
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Mark a write that rank 0 makes while the other ranks go on, so nothing inside waits for them."""
+        self.writing_alone = True
+        try:
+            yield
+        finally:
+            self.writing_alone = False
 
     def barrier(self, what: str) -> None:
         self.collective(what, [mx.array(np.zeros(1, dtype=np.int32))])

@@ -412,7 +412,8 @@ class MLXTrainer:
             else:
                 logger.warning("rank %d cannot see %s, so it keeps its last weights", self.world.rank, best)
         if self.world.is_main:
-            save_model_files(Path(self.args.output_dir), self.model, self.tokenizer)
+            with self.world.alone():
+                save_model_files(Path(self.args.output_dir), self.model, self.tokenizer)
         self._fire("on_train_end")
         return TrainOutput(self.state.global_step, training_loss, metrics)
 
@@ -498,18 +499,20 @@ class MLXTrainer:
                 self.state.stateful_callbacks[type(callback).__name__] = callback.state()
         if not self.world.is_main:
             return
-        save_checkpoint(
-            output_dir,
-            self.model,
-            self.optimizer,
-            self.state,
-            self.args,
-            self.args.save_only_model,
-            extra_files={WORLD_FILE: world_file_text(self.world.size)},
-        )
+        with self.world.alone():
+            save_checkpoint(
+                output_dir,
+                self.model,
+                self.optimizer,
+                self.state,
+                self.args,
+                self.args.save_only_model,
+                extra_files={WORLD_FILE: world_file_text(self.world.size)},
+            )
         rotate_checkpoints(output_dir, self.args.save_total_limit, self.state.best_model_checkpoint)
 
     def save_model(self, output_dir: Optional[str] = None) -> None:
         """Write the model files; under `mlx.launch` only rank 0 writes, as the Hugging Face `Trainer` does."""
         if self.world.is_main:
-            save_model_files(Path(output_dir or self.args.output_dir), self.model, self.tokenizer)
+            with self.world.alone():
+                save_model_files(Path(output_dir or self.args.output_dir), self.model, self.tokenizer)

@@ -29,6 +29,7 @@ from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, carries_value, 
 from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
 from .fast_inference import attach_fast_inference
 from .merged import save_pretrained_merged
+from .main_rank import write_on_main_rank_only
 from .methods import attach_methods, rebind_tokenizer
 from .quantize import model_quantization, quantize_model, requested_bits
 
@@ -261,6 +262,7 @@ class FastLanguageModel:
             saved = _saved_tokenizer(folder)
             if saved is not None:
                 rebind_tokenizer(model, saved)
+                write_on_main_rank_only(saved)
             return _with_adapter(model, folder, adapter), saved if saved is not None else tokenizer
         # Past the model's positions, RoPE is extended (linear scaling, as CUDA Unsloth does) instead of clamped.
         model, wrapper = load_model(folder, max_seq_length=max_seq_length)
@@ -280,6 +282,9 @@ class FastLanguageModel:
         if kwargs.get("fast_inference"):
             # vLLM's calls (fast_generate, save_lora, load_lora), served by mlx_lm's batched sampling.
             attach_fast_inference(model, tokenizer)
+        # Under mlx.launch every rank runs the save cells; rank 0 writes, as under torchrun with HF's main process.
+        write_on_main_rank_only(model)
+        write_on_main_rank_only(tokenizer)
         return model, tokenizer
 
     @staticmethod

@@ -31,6 +31,7 @@ from ..models.language import (
     load_bits,
 )
 from ..models import hub
+from ..models.main_rank import write_on_main_rank_only
 from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
 from .collator import UnslothVisionDataCollator
 from .generation import attach_generate
@@ -120,6 +121,8 @@ class FastVisionModel:
         model.save_pretrained_gguf = MethodType(_refuse_gguf, model)
         model.push_to_hub_gguf = MethodType(_refuse_gguf, model)
         attach_generate(model, processor)
+        write_on_main_rank_only(model)
+        write_on_main_rank_only(processor)
         return model, processor
 
     @staticmethod
