@@ -34,6 +34,20 @@ FROM_UNSLOTH = [
     "clear_gpu_memory",
     "RawTextDataLoader",
     "TextPreprocessor",
+    # What the published notebooks import beyond the names above.
+    "FastLlamaModel",
+    "FastMistralModel",
+    "FastQwen2Model",
+    "FastQwen3Model",
+    "FastGemma2Model",
+    "FastTextModel",
+    "is_bf16_supported",
+    "to_sharegpt",
+    "standardize_sharegpt",
+    "standardize_data_formats",
+    "apply_chat_template",
+    "PatchDPOTrainer",
+    "PatchFastRL",
 ]
 FROM_MODULES = {
     "unsloth.chat_templates": [
