@@ -68,14 +68,20 @@ _MLX_EXPORTS = {
     "is_bf16_supported": "unsloth.mlx.models.aliases",
     **{_name: "unsloth.mlx" for _name in _FAMILY_ENTRY_POINTS},
 }
+# Pure-Python helpers the RL notebooks import, the same on every backend.
+_EVERYWHERE = {
+    "check_python_modules": "unsloth.rl_environments",
+    "create_locked_down_function": "unsloth.rl_environments",
+    "execute_with_time_limit": "unsloth.rl_environments",
+}
 
 
 def __getattr__(name):
     # Loaded on first use, so `import unsloth` stays cheap and never pulls in mlx_lm or transformers.
-    if _ON_MLX and name in _MLX_EXPORTS:
+    if name in _EVERYWHERE or (_ON_MLX and name in _MLX_EXPORTS):
         import importlib
 
-        value = getattr(importlib.import_module(_MLX_EXPORTS[name]), name)
+        value = getattr(importlib.import_module(_EVERYWHERE.get(name) or _MLX_EXPORTS[name]), name)
         globals()[name] = value
         return value
     if name in _MLX_EXPORTS:
