@@ -174,6 +174,16 @@ def test_gpt_oss_has_sinks_biased_experts_and_alternating_sliding_windows(tmp_pa
     np.testing.assert_array_equal(_data(tensors, "blk.0.attn_q.weight"), query)
 
 
+def test_gpt_oss_yarn_is_written_as_llama_cpp_reads_it(tmp_path):
+    yarn = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 64, "beta_fast": 16.0}
+    reader, _, _ = _export(tmp_path, {**GPT_OSS, "rope_scaling": yarn})
+    assert _key(reader, "gpt-oss.rope.scaling.type") == "yarn"
+    assert _key(reader, "gpt-oss.rope.scaling.factor") == 32.0
+    assert _key(reader, "gpt-oss.rope.scaling.original_context_length") == 64
+    assert _key(reader, "gpt-oss.rope.scaling.yarn_beta_fast") == 16.0
+    assert _key(reader, "gpt-oss.rope.scaling.yarn_beta_slow") == 1.0  # YaRN's default, which mlx_lm uses too
+
+
 def test_granite_and_qwen3_moe_carry_their_multipliers_and_expert_widths(tmp_path):
     reader, _, _ = _export(tmp_path / "granite", GRANITE)
     scales = ("embedding_scale", "attention.scale", "residual_scale", "logit_scale")
