@@ -180,15 +180,21 @@ class GRPOTrainer:
 
     # ---- prompts and sampling ----
 
-    def prompt_text(self, prompt: Any) -> str:
+    def prompt_text(self, prompt: Any, row: Optional[Dict[str, Any]] = None) -> str:
+        """The rendered prompt; a string column of `row` that the chat template names (a gpt-oss notebook's
+        `reasoning_effort`) is passed to the template, as CUDA Unsloth's GRPO does."""
         if is_conversation(prompt):
             options = dict(self.args.chat_template_kwargs or {})
+            template = self.tokenizer.chat_template if isinstance(self.tokenizer.chat_template, str) else ""
+            for key, value in (row or {}).items():
+                if key not in _OWN_COLUMNS and isinstance(value, str) and key in template:
+                    options[key] = value
             return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True, **options)
         return prompt
 
-    def prompt_ids(self, prompt: Any) -> List[int]:
+    def prompt_ids(self, prompt: Any, row: Optional[Dict[str, Any]] = None) -> List[int]:
         """The prompt's tokens, as TRL 0.22 made them: no special tokens added, the last `max_prompt_length` kept."""
-        ids = list(self.tokenizer(self.prompt_text(prompt), add_special_tokens=False)["input_ids"])
+        ids = list(self.tokenizer(self.prompt_text(prompt, row), add_special_tokens=False)["input_ids"])
         limit = self.args.max_prompt_length
         return ids[-limit:] if limit is not None else ids
 
@@ -273,7 +279,7 @@ class GRPOTrainer:
     def _step(self, prompt_rows: List[Dict[str, Any]]) -> Dict[str, float]:
         args = self.args
         generations = self.num_generations
-        prompt_ids = [self.prompt_ids(row["prompt"]) for row in prompt_rows]
+        prompt_ids = [self.prompt_ids(row["prompt"], row) for row in prompt_rows]
         sampled = self.sample_completions(prompt_ids)
         rows = [row for row in prompt_rows for _ in range(generations)]
         all_prompt_ids = [ids for ids in prompt_ids for _ in range(generations)]
