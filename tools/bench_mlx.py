@@ -162,8 +162,14 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         prompts = token_rows(options.grpo_prompts, options.prompt_len, options.vocab, options.seed + 2)
         completions = [prompt for prompt in prompts for _ in range(options.grpo_generations)]
         grpo = measure_grpo_sampling(folder, completions, options.grpo_tokens, options.repeats)
+    dpo = None
+    if getattr(options, "dpo_steps", 0) > 0:
+        from tools.bench_mlx_dpo import measure_dpo
+
+        (workdir / "dpo").mkdir()
+        dpo = measure_dpo(folder, options, workdir / "dpo")
     if options.steps <= 0:
-        return {"generation": generation, "packing": packing, "grpo": grpo}
+        return {"generation": generation, "packing": packing, "grpo": grpo, "dpo": dpo}
     positions = options.batch * (options.seq_len - 1) * options.steps
     runners = {"mlx_lm": lambda out: time_mlx_lm(folder, rows, options, out)}
     for compile_steps in options.compile:
@@ -189,6 +195,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "distributed": distributed,
         "packing": packing,
         "grpo": grpo,
+        "dpo": dpo,
     }
 
 
@@ -218,6 +225,10 @@ def format_table(result: dict) -> str:
         from tools.bench_mlx_grpo import format_grpo_table
 
         lines += ["", format_grpo_table(result["grpo"])] if lines else [format_grpo_table(result["grpo"])]
+    if result.get("dpo"):
+        from tools.bench_mlx_dpo import format_dpo_table
+
+        lines += ["", format_dpo_table(result["dpo"])] if lines else [format_dpo_table(result["dpo"])]
     return "\n".join(lines)
 
 
@@ -249,11 +260,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grpo-prompts", type=int, default=8, help="prompts for the GRPO sampling row (0: skip)")
     parser.add_argument("--grpo-generations", type=int, default=4, help="completions per prompt in the GRPO row")
     parser.add_argument("--grpo-tokens", type=int, default=128, help="new tokens per completion in the GRPO row")
+    parser.add_argument(
+        "--dpo-steps", type=int, help="timed DPO steps against mlx-lm-lora (0: skip; default 10 if it is installed)"
+    )
+    parser.add_argument("--dpo-prompt-len", type=int, default=32, help="prompt tokens of each DPO row")
+    parser.add_argument("--dpo-answer-len", type=int, default=32, help="chosen and rejected tokens of each DPO row")
     options = parser.parse_args(argv)
     options.compile = {"off": [False], "on": [True], "both": [False, True]}[options.compile]
     if options.steps_only:
         options.generate_tokens = 0
         options.grpo_prompts = 0
+        options.dpo_steps = 0
+    from tools.bench_mlx_dpo import lora_available
+
+    if options.dpo_steps is None:
+        options.dpo_steps = 10 if lora_available() else 0
+        if not lora_available():
+            print(
+                "mlx-lm-lora is not installed: the DPO row is skipped (`nox -s bench_mlx` installs it)", file=sys.stderr
+            )
+    elif options.dpo_steps > 0 and not lora_available():
+        print(f"--dpo-steps {options.dpo_steps} needs mlx-lm-lora: pip install mlx-lm-lora", file=sys.stderr)
+        return 2
     result = measure(options)
     print(format_table(result))
     if options.json is not None:
