@@ -53,6 +53,8 @@ LOAD_INERT = {
     "use_exact_model_name": _OFF,
     "gpu_memory_utilization": (None,),
     "max_lora_rank": (None,),
+    # CUDA Unsloth moves the embedding to CPU memory to save VRAM; Apple's memory is unified, so there is none to save.
+    "offload_embedding": _OFF,
     "disable_log_stats": (None, False, True),
     "random_state": (None,),
     "load_in_16bit": (None, False, True),
