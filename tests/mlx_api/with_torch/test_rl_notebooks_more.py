@@ -1,0 +1,51 @@
+"""The RL notebooks beyond the scripted four, cell by cell (examples/notebooks/, run by tools/run_cells.py) on tiny
+models of their own families under their Hub ids: the Llama 3.1 (8B), Qwen2.5 (3B) and Phi-4 (14B) GRPO notebooks
+and gpt-oss (20B)'s 2048-game RL notebook with its sandbox helpers. Every cell runs, training included."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import NEUTRAL_CWD, REPO_ROOT
+
+NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
+CELL_COUNTS = {"llama3_1_grpo": 10, "qwen2_5_grpo": 10, "phi4_grpo": 11, "gpt_oss_2048_rl": 32}
+# What each notebook's own output shows when its cells did their work, not merely ran.
+EVIDENCE = {
+    "llama3_1_grpo": ["rewards/correctness_reward_func/mean", "rewards/xmlcount_reward_func/mean", "Extracted:"],
+    "qwen2_5_grpo": ["rewards/correctness_reward_func/mean", "rewards/int_reward_func/mean", "Extracted:"],
+    "phi4_grpo": ["rewards/correctness_reward_func/mean", "rewards/strict_format_reward_func/mean", "Extracted:"],
+    "gpt_oss_2048_rl": [
+        "rewards/strategy_succeeds/mean",
+        "rewards/no_cheating/mean",
+        "Timed out with error = execute_strategy ran past its time limit of 2 s",
+        "Only Python imports? True",
+        "Only Python imports? False",
+        "name 'np' is not defined",
+        "<|start|>system<|message|>Reasoning: low<|end|>",
+    ],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CELL_COUNTS))
+def test_every_cell_of_the_notebook_runs(name: str, tmp_path: Path) -> None:
+    environment = {**os.environ, "UNSLOTH_MLX": "1", "NOTEBOOK_WORKDIR": str(tmp_path)}
+    command = [sys.executable, str(REPO_ROOT / "tools" / "run_cells.py"), str(NOTEBOOKS / f"{name}.py")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, env=environment, cwd=NEUTRAL_CWD)
+    cells = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"cell"')]
+    assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
+    failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
+    assert not failed, (failed, result.stderr[-3000:])
+    assert "Traceback" not in result.stderr
+    output = result.stdout + result.stderr
+    missing = [text for text in EVIDENCE[name] if text not in output]
+    assert not missing, missing
+    if name != "gpt_oss_2048_rl":
+        assert (tmp_path / "grpo_saved_lora" / "adapter_model.safetensors").is_file()
