@@ -37,7 +37,6 @@ model = FastModel.get_peft_model(
     bias="none",
     random_state=3407,
 )
-model.print_trainable_parameters()
 
 # %% [4] the template on one exchange, as text
 print(
