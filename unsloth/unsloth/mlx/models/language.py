@@ -119,6 +119,15 @@ def _dtype(value: Any) -> Optional[Any]:
     return DTYPES[name]
 
 
+def _dtype_or_torch_dtype(dtype: Any, torch_dtype: Any) -> Any:
+    """`torch_dtype` is transformers' older name for `dtype`; given both, they must agree."""
+    if torch_dtype is None:
+        return dtype
+    if dtype is not None and _dtype(dtype) != _dtype(torch_dtype):
+        raise ValueError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; give one of them")
+    return torch_dtype
+
+
 def _clamped_length(model: Any, requested: Optional[int]) -> int:
     limit = model_context_limit(model)
     length = DEFAULT_MAX_SEQ_LENGTH if requested is None else int(requested)
@@ -251,6 +260,7 @@ class FastLanguageModel:
         `load_in_4bit=True` / `load_in_8bit=True` quantize the base (group size 64); `full_finetuning` needs no
         switch here, since a model that never gets LoRA trains every weight, but a quantized base cannot be.
         """
+        dtype = _dtype_or_torch_dtype(dtype, kwargs.pop("torch_dtype", None))
         _check_keywords("FastLanguageModel.from_pretrained", kwargs, LOAD_INERT, LOAD_DEFAULT_ONLY, LOAD_USED)
         bits = load_bits(load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning)
         token, revision = kwargs.get("token"), kwargs.get("revision")
