@@ -3,11 +3,12 @@
 Both train the same LoRA model (FastLanguageModel.get_peft_model on the bench's tiny llama, same rank and alpha)
 on the same preference rows: ours tokenizes the text rows, and mlx-lm-lora gets exactly those token ids (prompt
 lengths included), cut so that every prompt has `prompt_len` tokens and every answer `answer_len`. Same batch size,
-beta, learning rate and AdamW. The reference differs in kind, as each trainer offers it: ours is the model with its
-adapters off (`ref_model=None`, TRL's PEFT reference), mlx-lm-lora's is a frozen copy of the base model (its
-`reference_model_path`). The clock runs from the end of the warm-up steps to the end of the last step, read from
-each trainer's own per-step hook; runs alternate and the median of the repeats is reported. Throughput counts every
-token of the chosen and rejected sequences (prompt + answer) per second.
+beta, learning rate and AdamW without weight decay; ours clips the gradient's global norm at 1.0, its default, and
+mlx-lm-lora does not clip. Each uses the reference it offers: ours the model with its adapters off
+(`ref_model=None`, TRL's PEFT reference), mlx-lm-lora a frozen copy of the base model (its `reference_model_path`).
+The clock runs from the end of the warm-up steps to the end of the last step, read from each trainer's own
+per-step hook; runs alternate and the median of the repeats is reported. Throughput counts every token of the
+chosen and rejected sequences (prompt + answer) per second.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def _ours_trainer(folder: Path, rows: List[dict], options: Any, steps: int, outp
         gradient_accumulation_steps=1,
         max_steps=steps,
         learning_rate=LEARNING_RATE,
+        weight_decay=0.0,
         lr_scheduler_type="constant",
         beta=BETA,
         max_length=length,
