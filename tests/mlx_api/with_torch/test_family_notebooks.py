@@ -1,7 +1,7 @@
 """More published notebooks' calls, in their order, cell by cell (examples/notebooks/, run by tools/run_cells.py),
 each on a tiny model of the notebook's own mlx-lm family under its Hub id (examples/notebooks/_families.py):
-continued pretraining, text completion, reasoning (Magistral), Ollama, gpt-oss, LFM2, Granite 4.0, Gemma 2 and
-TinyLlama. Every cell runs."""
+continued pretraining, text completion, reasoning (Magistral), Ollama, gpt-oss, LFM2, Granite 4.0, Gemma 2,
+TinyLlama and Phi-3.5 (as Unsloth's notebook names its projections). Every cell runs."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ CELL_COUNTS = {
     "gemma2_alpaca": 15,
     "tinyllama_alpaca": 15,
     "magistral_reasoning": 19,
+    "phi3_5_conversational": 18,
 }
 # What each run must print besides running: the trainer's logs, and the family's own traces.
 PRINTED = {
@@ -31,6 +32,7 @@ PRINTED = {
     "mistral_cpt": ("'loss'",),
     "mistral_text_completion": ("'loss'",),
     "magistral_reasoning": ("'loss'", "[INST]"),
+    "phi3_5_conversational": ("'loss'", "<|assistant|>"),
 }
 
 
