@@ -1,0 +1,82 @@
+"""The hybrid and mixture-of-experts families, exported to GGUF and run by llama.cpp, continue a prompt as MLX does.
+
+A tiny model of each (LFM2, Granite 4.0-H with experts and dense, gpt-oss, gpt-oss with YaRN, Granite 3, Qwen 3
+MoE; `tools/kits/tiny_gguf_families.py`, 256 wide so K-quant blocks fit) is LoRA-trained until it answers,
+exported in f16, q8_0 and q4_k_m, and the three files are run by one fresh llama.cpp process, with the bounds
+`test_gguf_families_llama_cpp.py` holds the first seven families to.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.kits.tiny_gguf_families import GGUF_FAMILIES, build_gguf_family_model, split_as_o200k, wide_gpt_oss
+
+from .agreement import NEW_TOKENS, agreement, llama_cpp_continuations, mlx_greedy, prompt_text, train_until_it_answers
+from .test_gguf_families_llama_cpp import EXPECTED, STEPS
+
+# gpt-oss as published: YaRN, here with an original context short enough that the prompt's positions pass it.
+YARN = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0}
+FAMILIES = {**{name: None for name in GGUF_FAMILIES}, "gpt_oss_yarn": {**wide_gpt_oss(), "rope_scaling": YARN}}
+# The expert families, with LoRA on attention only, need more steps to learn their answer.
+LONGER = {"gpt_oss": 100, "gpt_oss_yarn": 150, "qwen3_moe": 100}
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def family_export(request, tmp_path_factory):
+    from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
+    from unsloth import FastLanguageModel
+
+    name = request.param
+    root = tmp_path_factory.mktemp(f"family-{name}")
+    config = FAMILIES[name]
+    if config is None:
+        folder, targets = build_gguf_family_model(root / "model", name), GGUF_FAMILIES[name][1]
+    else:
+        folder, targets = build_tiny_hybrid_model(root / "model", "gpt_oss", config=config), GGUF_FAMILIES["gpt_oss"][1]
+        split_as_o200k(folder)
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
+    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0, target_modules=list(targets))
+    train_until_it_answers(model, tokenizer, root, steps=LONGER.get(name, STEPS), learning_rate=1e-2)
+    text = prompt_text()
+    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+    first, tokens = mlx_greedy(model, prompt, NEW_TOKENS)
+    paths = model.save_pretrained_gguf(str(root / "gguf"), tokenizer, quantization_method=list(EXPECTED))
+    return {
+        "name": name,
+        "prompt": prompt,
+        "first": first,
+        "tokens": tokens,
+        "answer": tokenizer.decode(tokens),
+        "paths": paths,
+        "reloaded": llama_cpp_continuations(paths, text),
+    }
+
+
+@pytest.mark.parametrize("method", list(EXPECTED))
+def test_llama_cpp_runs_each_new_family_as_mlx_does(family_export, method):
+    import gguf
+
+    file_name, least_equal, largest_gap = EXPECTED[method]
+    reloaded = family_export["reloaded"][file_name]
+    assert reloaded["prompt"] == family_export["prompt"]
+    equal, gap = agreement(reloaded, family_export["tokens"], family_export["first"])
+    print(f"{family_export['name']} {method}: {equal}/{NEW_TOKENS} equal, gap {gap:.2e} ({family_export['answer']!r})")
+    assert equal >= least_equal, (reloaded["tokens"], family_export["tokens"])
+    assert gap < largest_gap
+    assert "kettle" in family_export["answer"]  # the model learned its answer, so the tokens compared are not noise
+    if method == "q4_k_m":
+        reader = gguf.GGUFReader(str(family_export["paths"][2]))
+        assert "Q4_K" in {tensor.tensor_type.name for tensor in reader.tensors}
+
+
+def test_gpt_oss_o200k_splitting_is_named_so_llama_cpp_tokenizes_as_hugging_face_does(tmp_path):
+    from unsloth import FastLanguageModel
+
+    # Case changes, a contraction after capitals and a run of slashes: where o200k and Llama 3's regexes part.
+    text = "<|user|>\nI'm HTTPServer's don'T CamelCase 12345 a//b/c!!\n\n  x<|eos|>\n"
+    folder = build_gguf_family_model(tmp_path / "model", "gpt_oss")
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
+    paths = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method=["f16"])
+    reloaded = llama_cpp_continuations(paths, text, count=1)["unsloth.F16.gguf"]
+    assert reloaded["prompt"] == tokenizer(text, add_special_tokens=False)["input_ids"]
