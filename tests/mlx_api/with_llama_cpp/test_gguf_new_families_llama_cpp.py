@@ -1,7 +1,7 @@
 """The hybrid and mixture-of-experts families, exported to GGUF and run by llama.cpp, continue a prompt as MLX does.
 
 A tiny model of each (LFM2, Granite 4.0-H with experts and dense, gpt-oss, gpt-oss with YaRN, Granite 3, Qwen 3
-MoE; `tools/kits/tiny_gguf_families.py`, 256 wide so K-quant blocks fit) is LoRA-trained until it answers,
+MoE, OLMo 2; `tools/kits/tiny_gguf_families.py`, 256 wide so K-quant blocks fit) is LoRA-trained until it answers,
 exported in f16, q8_0 and q4_k_m, and the three files are run by one fresh llama.cpp process, with the bounds
 `test_gguf_families_llama_cpp.py` holds the first seven families to.
 """
