@@ -1,6 +1,7 @@
 """The RL notebooks beyond the scripted four, cell by cell (examples/notebooks/, run by tools/run_cells.py) on tiny
 models of their own families under their Hub ids: the Llama 3.1 (8B), Qwen2.5 (3B) and Phi-4 (14B) GRPO notebooks
-and gpt-oss (20B)'s 2048-game RL notebook with its sandbox helpers. Every cell runs, training included."""
+and gpt-oss (20B)'s 2048-game RL notebook with its sandbox helpers and Minesweeper notebook with its training
+callback. Every cell runs, training included."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ import pytest
 from ..conftest import NEUTRAL_CWD, REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
-CELL_COUNTS = {"llama3_1_grpo": 10, "qwen2_5_grpo": 10, "phi4_grpo": 11, "gpt_oss_2048_rl": 32}
+CELL_COUNTS = {
+    "llama3_1_grpo": 10,
+    "qwen2_5_grpo": 10,
+    "phi4_grpo": 11,
+    "gpt_oss_2048_rl": 32,
+    "gpt_oss_minesweeper_rl": 15,
+}
 # What each notebook's own output shows when its cells did their work, not merely ran.
 EVIDENCE = {
     "llama3_1_grpo": ["rewards/correctness_reward_func/mean", "rewards/xmlcount_reward_func/mean", "Extracted:"],
@@ -30,6 +37,8 @@ EVIDENCE = {
         "name 'np' is not defined",
         "<|start|>system<|message|>Reasoning: low<|end|>",
     ],
+    # The callback got the model and tokenizer at each step end and played with model.generate.
+    "gpt_oss_minesweeper_rl": ["[Eval @ step 1] Win rate: 0/1", "[Eval @ step 2]", "rewards/gameplay_reward/mean"],
 }
 
 
@@ -47,5 +56,7 @@ def test_every_cell_of_the_notebook_runs(name: str, tmp_path: Path) -> None:
     output = result.stdout + result.stderr
     missing = [text for text in EVIDENCE[name] if text not in output]
     assert not missing, missing
-    if name != "gpt_oss_2048_rl":
+    if name.endswith("_grpo"):
         assert (tmp_path / "grpo_saved_lora" / "adapter_model.safetensors").is_file()
+    if name == "gpt_oss_minesweeper_rl":
+        assert (tmp_path / "gpt_oss_lora" / "adapter_config.json").is_file()
