@@ -141,6 +141,25 @@ def test_granite_hybrid_dense_has_a_plain_mlp_and_no_rope_when_its_config_says_n
     assert not [name for name in shapes if "exps" in name or "shexp" in name]
 
 
+@pytest.mark.parametrize(("moe", "architecture"), [(True, "granitemoe"), (False, "granite")])
+def test_granite_4_without_mamba_layers_is_written_as_granite_3_or_granite_moe(tmp_path, moe, architecture):
+    base = GRANITE_H if moe else GRANITE_H_DENSE
+    reader, tensors, _ = _export(tmp_path, {**base, "layer_types": ["attention"] * 3})
+    shapes = _shapes(tensors)
+    assert _key(reader, "general.architecture") == architecture  # as llama.cpp's converter writes such models
+    assert _key(reader, f"{architecture}.logit_scale") == 4.0
+    assert not [name for name in shapes if "ssm" in name]
+    if moe:
+        assert _key(reader, "granitemoe.expert_shared_feed_forward_length") == 160
+        assert shapes["blk.2.ffn_up_shexp.weight"] == [EMBD, 160] and shapes["blk.2.ffn_up_exps.weight"] == [
+            EMBD,
+            96,
+            4,
+        ]
+    else:
+        assert shapes["blk.2.ffn_up.weight"] == [EMBD, 96]
+
+
 def test_gpt_oss_has_sinks_biased_experts_and_alternating_sliding_windows(tmp_path):
     reader, tensors, source = _export(tmp_path, GPT_OSS)
     shapes = _shapes(tensors)

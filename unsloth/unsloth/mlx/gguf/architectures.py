@@ -110,16 +110,20 @@ def write_family_keys(writer: Any, config: Dict[str, Any], architecture: str) ->
     if architecture == "lfm2":
         writer.add_shortconv_l_cache(int(config["conv_L_cache"]))
         writer.add_vocab_size(int(config["vocab_size"]))
-    if architecture in ("granite", "granitehybrid"):
+    if architecture in ("granite", "granitemoe", "granitehybrid"):
         _write_granite_multipliers(writer, config)
+    if (
+        architecture in ("granitemoe", "granitehybrid")
+        and config.get("shared_intermediate_size")
+        and has_experts(config)
+    ):
+        writer.add_expert_shared_feed_forward_length(int(config["shared_intermediate_size"]))
     if architecture == "granitehybrid":
         writer.add_ssm_conv_kernel(int(config["mamba_d_conv"]))
         writer.add_ssm_state_size(int(config["mamba_d_state"]))
         writer.add_ssm_group_count(int(config.get("mamba_n_groups") or 1))
         writer.add_ssm_inner_size(ssm_inner_size(config))
         writer.add_ssm_time_step_rank(int(config["mamba_n_heads"]))  # llama.cpp reads the SSM head count here
-        if config.get("shared_intermediate_size") and has_experts(config):
-            writer.add_expert_shared_feed_forward_length(int(config["shared_intermediate_size"]))
         # Granite's graph applies rotary embeddings only when this flag is set.
         writer.add_rope_scaling_finetuned(config.get("position_embedding_type", "rope") != "nope")
     if architecture == "gpt-oss":
@@ -141,5 +145,5 @@ def _write_granite_multipliers(writer: Any, config: Dict[str, Any]) -> None:
         ("residual_multiplier", writer.add_residual_scale),
         ("logits_scaling", writer.add_logit_scale),
     ):
-        if config.get(key):
-            add(float(config[key]))
+        if config.get(key) or key == "logits_scaling":  # Granite MoE's loader requires the logit scale
+            add(float(config.get(key) or 1.0))

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .architectures import feed_forward_length, kv_head_counts, split_weight, write_family_keys
+from .architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
 
@@ -54,6 +54,11 @@ FAMILIES = {
     "granitemoehybrid": Family("granitehybrid", permute_rotary=True, key="GRANITE_HYBRID"),
     "gpt_oss": Family("gpt-oss", key="GPT_OSS"),
 }
+# Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
+_GRANITE_4_ATTENTION_ONLY = {
+    False: FAMILIES["granite"],
+    True: Family("granitemoe", permute_rotary=True, key="GRANITE_MOE"),
+}
 # The rope scalings each family's llama.cpp graph reproduces from the keys written here.
 _ROPE_TYPES = {"default", "linear", "llama3"}
 # YaRN where llama.cpp's graph for the family was checked against mlx_lm's YarnRoPE (gpt-oss ships with it).
@@ -69,6 +74,8 @@ def family_for(config: Dict[str, Any]) -> Family:
     if model_type not in FAMILIES:
         raise UnsupportedModel(f"GGUF export on MLX supports the model types {', '.join(FAMILIES)}, not {model_type!r}")
     _refuse_unsupported_settings(config)
+    if model_type == "granitemoehybrid" and "mamba" not in config.get("layer_types", ["mamba"]):
+        return _GRANITE_4_ATTENTION_ONLY[has_experts(config)]
     return FAMILIES[str(model_type)]
 
 
