@@ -72,7 +72,7 @@ class _StepClock:
         self.stamps.append(self.now())
 
     on_step_end = tick  # a Hugging Face-style callback for our trainer
-    on_train_loss_report = tick  # mlx_lm's TrainingCallback, which mlx-lm-lora calls every step_per_report
+    on_train_loss_report = tick  # mlx_lm's TrainingCallback, which mlx-lm-lora calls every steps_per_report steps
 
     def on_val_loss_report(self, info: Any) -> None:
         pass
