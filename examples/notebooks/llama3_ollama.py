@@ -139,10 +139,8 @@ _ = model.generate(input_ids, streamer=text_streamer, max_new_tokens=128, pad_to
 model.save_pretrained("llama_lora")
 tokenizer.save_pretrained("llama_lora")
 
-# %% [16] reload (the notebook's `if False:` turned on) and generate
-model, tokenizer = FastLanguageModel.from_pretrained(
-    model_name="llama_lora", max_seq_length=max_seq_length, dtype=dtype, load_in_4bit=load_in_4bit
-)
+# %% [16] generate again (the reload above it stays under `if False:` as published: a reloaded tokenizer has no
+# `_ollama_modelfile`, so the GGUF save below would write the family table's Modelfile, without this prompt)
 FastLanguageModel.for_inference(model)
 messages = [{"role": "user", "content": "Describe anything special about a sequence. The input is 1, 1, 2, 3, 5, 8,"}]
 input_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt").to("cuda")
