@@ -37,7 +37,7 @@ def measure_grpo_sampling(folder: Path, rows: List[List[int]], max_tokens: int, 
     """Median completion tokens/s of both samplers on `rows` (each prompt already repeated per generation)."""
     from mlx_lm.tokenizer_utils import load as load_tokenizer
 
-    from unsloth import FastLanguageModel
+    from unsloth.mlx import FastLanguageModel  # the MLX package itself: the bench runs off a Mac without the gate
 
     model, _ = FastLanguageModel.from_pretrained(str(folder), max_seq_length=len(rows[0]) + max_tokens + 1)
     model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16)
