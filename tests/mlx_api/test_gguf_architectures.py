@@ -148,6 +148,8 @@ def test_granite_4_without_mamba_layers_is_written_as_granite_3_or_granite_moe(t
     shapes = _shapes(tensors)
     assert _key(reader, "general.architecture") == architecture  # as llama.cpp's converter writes such models
     assert _key(reader, f"{architecture}.logit_scale") == 4.0
+    if not moe:  # granite's graph reads the rotary switch; the dense config here says `nope`
+        assert _key(reader, "granite.rope.scaling.finetuned") is False
     assert not [name for name in shapes if "ssm" in name]
     if moe:
         assert _key(reader, "granitemoe.expert_shared_feed_forward_length") == 160
@@ -239,6 +241,10 @@ def test_olmo2_norms_after_each_block_and_over_all_query_heads(tmp_path):
     [
         ({**QWEN3_MOE, "norm_topk_prob": False}, "qwen3_moe with norm_topk_prob=False"),
         ({**QWEN3_MOE, "mlp_only_layers": [1]}, "qwen3_moe with dense layers"),
+        (
+            {**GRANITE_H, "layer_types": ["attention"] * 3, "position_embedding_type": "nope"},
+            "granitemoe always applies rotary embeddings",
+        ),
     ],
 )
 def test_settings_llama_cpp_does_not_reproduce_are_refused_by_name_before_writing(tmp_path, config, message):

@@ -124,7 +124,8 @@ def write_family_keys(writer: Any, config: Dict[str, Any], architecture: str) ->
         writer.add_ssm_group_count(int(config.get("mamba_n_groups") or 1))
         writer.add_ssm_inner_size(ssm_inner_size(config))
         writer.add_ssm_time_step_rank(int(config["mamba_n_heads"]))  # llama.cpp reads the SSM head count here
-        # Granite's graph applies rotary embeddings only when this flag is set.
+    if architecture in ("granite", "granitehybrid"):
+        # These graphs apply rotary embeddings only when this flag is set (granitemoe's always do).
         writer.add_rope_scaling_finetuned(config.get("position_embedding_type", "rope") != "nope")
     if architecture == "gpt-oss":
         writer.add_expert_feed_forward_length(int(config["intermediate_size"]))

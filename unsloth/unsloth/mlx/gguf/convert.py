@@ -87,6 +87,13 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
             raise UnsupportedModel("qwen3_moe with norm_topk_prob=False: llama.cpp always renormalizes the top-k")
         if config.get("mlp_only_layers") or int(config.get("decoder_sparse_step") or 1) != 1:
             raise UnsupportedModel("qwen3_moe with dense layers (mlp_only_layers, decoder_sparse_step): not in GGUF")
+    attention_only = "mamba" not in config.get("layer_types", ["mamba"])
+    if model_type == "granitemoehybrid" and attention_only and has_experts(config):
+        if config.get("position_embedding_type") == "nope":
+            raise UnsupportedModel(
+                "granitemoehybrid with experts, no Mamba layer and position_embedding_type='nope': "
+                "llama.cpp's granitemoe always applies rotary embeddings"
+            )
     if model_type == "lfm2" and config.get("conv_bias"):
         raise UnsupportedModel("lfm2 with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
 
