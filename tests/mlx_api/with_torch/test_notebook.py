@@ -45,9 +45,12 @@ def test_notebook_trains_the_tiny_model_end_to_end(tiny_model_dir: Path, tmp_pat
     assert summary["quantized_base"] == "QuantizedLinear"  # load_in_4bit=True: QLoRA on a 4-bit base
     assert 0.05 < summary["trained_token_share"] < 0.5  # only the assistant turns of the llama-3.1 texts count
     assert summary["memory_total_gb"] > 0
-    # One warning, naming only bf16 (is_bfloat16_supported() is True here); the context clamp is a message.
+    # One warning, naming only bf16 (is_bfloat16_supported() is True here); the RoPE extension is a message.
     assert result.stderr.count("RuntimeWarning") == 1 and "SFTConfig: bf16 has no effect on MLX" in result.stderr
-    assert "max_seq_length=2048 is longer than the model's maximum of 512 positions" in result.stderr
+    assert (
+        "the model has 512 positions; RoPE scaling (linear, factor 4) extends it to max_seq_length=2048"
+        in result.stderr
+    )
 
 
 def test_notebook_with_peft_config_stops_at_construction(tiny_model_dir: Path, tmp_path: Path) -> None:
