@@ -1,40 +1,57 @@
 """The hybrid and mixture-of-experts families, exported to GGUF and run by llama.cpp, continue a prompt as MLX does.
 
-A tiny model of each (LFM2, Granite 4.0-H with experts and dense, gpt-oss, gpt-oss with YaRN, Granite 3, Qwen 3
-MoE, OLMo 2; `tools/kits/tiny_gguf_families.py`, 256 wide so K-quant blocks fit) is LoRA-trained until it answers,
-exported in f16, q8_0 and q4_k_m, and the three files are run by one fresh llama.cpp process, with the bounds
-`test_gguf_families_llama_cpp.py` holds the first seven families to.
+A tiny model of each (LFM2, Granite 4.0-H with experts and dense, Granite 4.0 without Mamba layers, gpt-oss,
+gpt-oss with YaRN, Granite 3, Qwen 3 MoE, OLMo 2; `tools/kits/tiny_gguf_families.py`, 256 wide so K-quant blocks
+fit) is LoRA-trained until it answers, exported in f16, q8_0 and q4_k_m, and the three files are run by one fresh
+llama.cpp process, with the bounds `test_gguf_families_llama_cpp.py` holds the first seven families to.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tools.kits.tiny_gguf_families import GGUF_FAMILIES, build_gguf_family_model, split_as_o200k, wide_gpt_oss
+from tools.kits.tiny_gguf_families import (
+    GGUF_FAMILIES,
+    build_gguf_family_model,
+    split_as_o200k,
+    wide_gpt_oss,
+    wide_granitemoehybrid,
+)
 
 from .agreement import NEW_TOKENS, agreement, llama_cpp_continuations, mlx_greedy, prompt_text, train_until_it_answers
 from .test_gguf_families_llama_cpp import EXPECTED, STEPS
 
 # gpt-oss as published: YaRN, here with an original context short enough that the prompt's positions pass it.
 YARN = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0}
-FAMILIES = {**{name: None for name in GGUF_FAMILIES}, "gpt_oss_yarn": {**wide_gpt_oss(), "rope_scaling": YARN}}
+# Granite 4.0 with attention in every layer, which llama.cpp reads as a Granite MoE file.
+ATTENTION_ONLY = {**wide_granitemoehybrid(moe=True), "layer_types": ["attention"] * 3}
+# name: (config, module names LoRA targets) for the variants built here.
+EXTRA = {
+    "gpt_oss_yarn": ({**wide_gpt_oss(), "rope_scaling": YARN}, GGUF_FAMILIES["gpt_oss"][1]),
+    "granitemoehybrid_attention_only": (
+        ATTENTION_ONLY,
+        ("q_proj", "k_proj", "v_proj", "o_proj", "input_linear", "output_linear"),
+    ),
+}
+FAMILIES = [*GGUF_FAMILIES, *EXTRA]
 # The expert families, with LoRA on attention only, need more steps to learn their answer.
 LONGER = {"gpt_oss": 100, "gpt_oss_yarn": 150, "qwen3_moe": 100}
 
 
-@pytest.fixture(scope="module", params=list(FAMILIES))
+@pytest.fixture(scope="module", params=FAMILIES)
 def family_export(request, tmp_path_factory):
     from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
     from unsloth import FastLanguageModel
 
     name = request.param
     root = tmp_path_factory.mktemp(f"family-{name}")
-    config = FAMILIES[name]
-    if config is None:
+    if name in GGUF_FAMILIES:
         folder, targets = build_gguf_family_model(root / "model", name), GGUF_FAMILIES[name][1]
     else:
-        folder, targets = build_tiny_hybrid_model(root / "model", "gpt_oss", config=config), GGUF_FAMILIES["gpt_oss"][1]
-        split_as_o200k(folder)
+        config, targets = EXTRA[name]
+        folder = build_tiny_hybrid_model(root / "model", config["model_type"], config=config)
+        if config["model_type"] == "gpt_oss":
+            split_as_o200k(folder)
     model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
     model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0, target_modules=list(targets))
     train_until_it_answers(model, tokenizer, root, steps=LONGER.get(name, STEPS), learning_rate=1e-2)
