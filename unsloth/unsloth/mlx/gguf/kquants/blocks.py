@@ -221,5 +221,6 @@ def quantize_k(data: np.ndarray, type_name: str) -> np.ndarray:
         encode_chunk(0)
     else:  # numpy lets go of the GIL inside each operation, so chunks on threads use every CPU, as llama.cpp does
         with ThreadPoolExecutor(min(len(starts), _cpus())) as pool:
-            list(pool.map(encode_chunk, starts))
+            for chunk in [pool.submit(encode_chunk, start) for start in starts]:
+                chunk.result()
     return out.reshape(*data.shape[:-1], data.shape[-1] // QK_K * BLOCK_BYTES[type_name])
