@@ -127,13 +127,16 @@ def mlx(session: nox.Session) -> None:
 
 @nox.session
 def mlx_trl(session: nox.Session) -> None:
-    """The TRL shim with trl installed without its dependencies (torch stays absent)."""
+    """The TRL shim and the preference and RL trainers with trl installed without its dependencies (torch absent)."""
     _install_packages(session, *MLX_DEPS)
     session.install("--no-deps", "trl")
     session.run(
         "pytest",
         "tests/mlx_api/test_trl_shim.py",
         "tests/mlx_api/test_exports.py",
+        "tests/mlx_api/test_preference_trainers.py",
+        "tests/mlx_api/test_grpo.py",
+        "tests/mlx_api/test_fast_inference.py",
         "--expect-trl=installed",
         *session.posargs,
     )
