@@ -2,7 +2,7 @@
 
 A tiny model of each architecture (mlx_lm's own class, with its family's kind of tokenizer: Llama 3's and Qwen 2's
 byte-level BPE, SentencePiece-style for Mistral, Gemma and Phi-3) is LoRA-trained until it answers, exported in
-f16, q8_0 and q4_k_m (the last by llama.cpp's quantizer), and the three files are run by one fresh llama.cpp
+f16, q8_0 and q4_k_m (all three written by this package), and the three files are run by one fresh llama.cpp
 process. Its matrices are 256 wide, so the K-quant blocks fit and q4_k_m really is Q4_K, not a fallback type.
 """
 
@@ -15,8 +15,9 @@ from tools.kits.tiny_mlx_model import FAMILY_CONFIGS, TinyLlamaShape
 from .agreement import NEW_TOKENS, agreement, llama_cpp_continuations, mlx_greedy, prompt_text, train_until_it_answers
 
 SHAPE = TinyLlamaShape(vocab_size=512, hidden_size=256, num_hidden_layers=2, intermediate_size=512)
-# Phi-3's attention and MLP inputs are fused (qkv_proj, gate_up_proj); naming them gives Phi-3 LoRA there too.
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Phi-3's attention and MLP inputs are fused, and a target that names nothing in a model is refused.
+FAMILY_TARGETS = {"phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")}
 STEPS = 60
 # method: (file, least greedy tokens equal to MLX's out of 8, largest relative logit gap at the first position).
 EXPECTED = {
@@ -38,7 +39,9 @@ def family_export(request, tmp_path_factory):
 
     folder = build_tiny_mlx_model(root / "model", SHAPE, architecture=architecture, tokenizer_cache_dir=root.parent)
     model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
-    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0, target_modules=TARGETS)
+    model = FastLanguageModel.get_peft_model(
+        model, r=8, lora_alpha=16, random_state=0, target_modules=FAMILY_TARGETS.get(architecture, TARGETS)
+    )
     train_until_it_answers(model, tokenizer, root, steps=STEPS, learning_rate=1e-2)
     text = prompt_text()
     prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
