@@ -33,6 +33,8 @@ def test_bench_compares_both_trainers_and_writes_json(tmp_path, capsys):
         "0",
         "--grpo-prompts",
         "0",
+        "--dpo-steps",
+        "0",
     ]
     assert bench_mlx.main(arguments) == 0
 
