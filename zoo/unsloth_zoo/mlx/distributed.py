@@ -160,7 +160,9 @@ class World:
         # The inputs are computed first, so the clock below times only the exchange (and waiting for peers).
         mx.eval(arrays)
         summed = [mx.distributed.all_sum(array, group=self.group, stream=mx.cpu) for array in arrays]
-        self._watchdog.arm(what)
+        watchdog = self._watchdog
+        if watchdog is not None:
+            watchdog.arm(what)
         start = time.perf_counter()
         try:
             mx.eval(summed)
@@ -172,7 +174,8 @@ class World:
                 f"killed (see its own output). The backend said: {error}"
             ) from error
         finally:
-            self._watchdog.disarm()
+            if watchdog is not None:
+                watchdog.disarm()
             self.seconds[kind] = self.seconds.get(kind, 0.0) + time.perf_counter() - start
 
     def exchange_status(self, what: str, failure: Optional[BaseException], counts: Sequence[int]) -> np.ndarray:

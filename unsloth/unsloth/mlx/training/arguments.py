@@ -565,8 +565,8 @@ def read_trainer_call(model: Any, positionals: Tuple[Any, ...], keywords: Dict[s
     if processor is None:
         processor = given if is_processor(given) else from_collator
     # A processor (text and images) holds the text tokenizer at `.tokenizer`; the MLX trainer needs that one.
-    tokenizer = given.tokenizer if is_processor(given) else given
-    if tokenizer is None and is_processor(processor):
+    tokenizer = given.tokenizer if given is not None and is_processor(given) else given
+    if tokenizer is None and processor is not None and is_processor(processor):
         given, tokenizer = processor, processor.tokenizer
     if tokenizer is None:
         raise TypeError("UnslothTrainer needs a tokenizer: pass processing_class= (TRL's name) or tokenizer=")
