@@ -27,7 +27,9 @@ def prompt_text() -> str:
     return f"<|user|>\n{question}<|eos|>\n<|assistant|>\n"
 
 
-def train_until_it_answers(model: Any, tokenizer: Any, folder: Path, steps: int, learning_rate: float) -> None:
+def train_until_it_answers(
+    model: Any, tokenizer: Any, folder: Path, steps: int, learning_rate: float, dataset_order: str = ""
+) -> None:
     from unsloth import UnslothTrainer, UnslothTrainingArguments
 
     rows = [{"text": chat_text(question, answer)} for question, answer in QUESTIONS]
@@ -41,6 +43,7 @@ def train_until_it_answers(model: Any, tokenizer: Any, folder: Path, steps: int,
         lr_scheduler_type="constant",
         save_strategy="no",
         max_seq_length=64,
+        **({"dataset_order": dataset_order} if dataset_order else {}),
     )
     UnslothTrainer(model, tokenizer, rows, args=args).train()
 
