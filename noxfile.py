@@ -375,7 +375,8 @@ def _llama_cpp_wheel(session: nox.Session) -> Path:
     environment = {"CMAKE_ARGS": llama_cpp_build.CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
     start = time.monotonic()
     # --no-cache-dir: pip's own wheel cache ignores CMAKE_ARGS, so it could hand back a build made another way.
-    session.run(
+    # run_install: the wheel is part of installing, so `--install-only` builds it too.
+    session.run_install(
         "python",
         "-m",
         "pip",
