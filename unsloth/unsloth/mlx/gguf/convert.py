@@ -12,57 +12,19 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from .coverage import verdict
+from .families import FAMILIES, GRANITE_4_ATTENTION_ONLY, Family
 from .architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
 
-@dataclass(frozen=True)
-class Family:
-    """How one Hugging Face `model_type` becomes a llama.cpp architecture."""
-
-    architecture: str
-    permute_rotary: bool = False  # llama.cpp's llama graph expects the query/key rows interleaved per head
-    norm_offset: float = 0.0  # Gemma's norms scale by 1 + weight, llama.cpp's by the stored weight
-    tied_only: bool = False  # llama.cpp's graph has no separate output matrix
-    key: str = ""  # the gguf.MODEL_ARCH member, where it is not the architecture's name in capitals
-
-    @property
-    def arch(self) -> Any:
-        import gguf
-
-        return gguf.MODEL_ARCH[self.key or self.architecture.upper()]
-
-
-FAMILIES = {
-    "llama": Family("llama", permute_rotary=True),
-    "mistral": Family("llama", permute_rotary=True),
-    "qwen2": Family("qwen2"),
-    "qwen3": Family("qwen3"),
-    "gemma2": Family("gemma2", norm_offset=1.0, tied_only=True),
-    "gemma3_text": Family("gemma3", norm_offset=1.0),
-    "phi3": Family("phi3"),
-    "granite": Family("granite", permute_rotary=True),
-    "qwen3_moe": Family("qwen3moe"),
-    "olmo2": Family("olmo2"),
-    "lfm2": Family("lfm2"),
-    "granitemoehybrid": Family("granitehybrid", permute_rotary=True, key="GRANITE_HYBRID"),
-    "gpt_oss": Family("gpt-oss", key="GPT_OSS"),
-}
-# Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
-_GRANITE_4_ATTENTION_ONLY = {
-    False: FAMILIES["granite"],
-    True: Family("granitemoe", permute_rotary=True, key="GRANITE_MOE"),
-}
 # The rope scalings each family's llama.cpp graph reproduces from the keys written here.
 _ROPE_TYPES = {"default", "linear", "llama3"}
-# YaRN where llama.cpp's graph for the family was checked against mlx_lm's YarnRoPE (gpt-oss ships with it).
-_YARN_FAMILIES = {"gpt_oss"}
 
 
 class UnsupportedModel(NotImplementedError):
@@ -70,12 +32,16 @@ class UnsupportedModel(NotImplementedError):
 
 
 def family_for(config: Dict[str, Any]) -> Family:
-    model_type = config.get("model_type")
+    model_type = str(config.get("model_type"))
     if model_type not in FAMILIES:
-        raise UnsupportedModel(f"GGUF export on MLX supports the model types {', '.join(FAMILIES)}, not {model_type!r}")
+        reason = verdict(model_type, config.get("architectures") or ()).reason
+        raise UnsupportedModel(
+            f"GGUF export on MLX cannot write model_type {model_type!r}: {reason} (docs/gguf.md lists every type; "
+            f"exported: {', '.join(FAMILIES)})"
+        )
     _refuse_unsupported_settings(config)
     if model_type == "granitemoehybrid" and "mamba" not in config.get("layer_types", ["mamba"]):
-        return _GRANITE_4_ATTENTION_ONLY[has_experts(config)]
+        return GRANITE_4_ATTENTION_ONLY[has_experts(config)]
     return FAMILIES[str(model_type)]
 
 
@@ -125,9 +91,11 @@ def rope_scaling(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     if scaling is None:
         return None
     kind = scaling.get("rope_type", scaling.get("type", "default"))
-    if kind not in _ROPE_TYPES and not (kind == "yarn" and config.get("model_type") in _YARN_FAMILIES):
+    family = FAMILIES.get(str(config.get("model_type")))
+    if kind not in _ROPE_TYPES and not (kind == "yarn" and family is not None and family.yarn):
+        yarn = ", ".join(name for name, known in FAMILIES.items() if known.yarn)
         raise UnsupportedModel(
-            f"rope_scaling of type {kind!r} cannot be written to GGUF here (known: llama3, linear; yarn for gpt_oss)"
+            f"rope_scaling of type {kind!r} cannot be written to GGUF here (known: llama3, linear; yarn for {yarn})"
         )
     return None if kind == "default" else {**scaling, "rope_type": kind}
 

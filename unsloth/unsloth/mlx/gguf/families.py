@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""The families GGUF export converts, and what is known by hand about those it does not: one table.
+
+Everything else about a model type (which architecture llama.cpp's converter writes for it, whether the `gguf`
+package and llama.cpp's loader know that architecture) is derived in `coverage` from the libraries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one Hugging Face `model_type` becomes a llama.cpp architecture."""
+
+    architecture: str
+    permute_rotary: bool = False  # llama.cpp's llama graph expects the query/key rows interleaved per head
+    norm_offset: float = 0.0  # Gemma's norms scale by 1 + weight, llama.cpp's by the stored weight
+    tied_only: bool = False  # llama.cpp's graph has no separate output matrix
+    key: str = ""  # the gguf.MODEL_ARCH member, where it is not the architecture's name in capitals
+    yarn: bool = False  # llama.cpp's graph for it applies YaRN from the rope.scaling keys, as mlx_lm does
+
+    @property
+    def arch(self) -> Any:
+        import gguf
+
+        return gguf.MODEL_ARCH[self.key or self.architecture.upper()]
+
+
+FAMILIES = {
+    "llama": Family("llama", permute_rotary=True),
+    "mistral": Family("llama", permute_rotary=True),
+    "qwen2": Family("qwen2"),
+    "qwen3": Family("qwen3"),
+    "gemma2": Family("gemma2", norm_offset=1.0, tied_only=True),
+    "gemma3_text": Family("gemma3", norm_offset=1.0),
+    "phi3": Family("phi3"),
+    "granite": Family("granite", permute_rotary=True),
+    "qwen3_moe": Family("qwen3moe"),
+    "olmo2": Family("olmo2"),
+    "lfm2": Family("lfm2"),
+    "granitemoehybrid": Family("granitehybrid", permute_rotary=True, key="GRANITE_HYBRID"),
+    "gpt_oss": Family("gpt-oss", key="GPT_OSS", yarn=True),
+}
+# Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
+GRANITE_4_ATTENTION_ONLY = {
+    False: FAMILIES["granite"],
+    True: Family("granitemoe", permute_rotary=True, key="GRANITE_MOE"),
+}
+# Why a type llama.cpp loads is still refused, where more is known than "no converter here yet".
+NOTES: Dict[str, str] = {
+    "gemma3n": "its AltUp, Laurel and per-layer embeddings need a converter of their own",
+    "gemma3": "a vision-language config: export its language model saved as gemma3_text",
+    "lfm2_moe": "its expert routing bias and dense leading layers are not converted yet",
+}
