@@ -561,5 +561,7 @@ def test_a_family_without_a_wired_forward_pass_is_refused_before_training() -> N
 
     from unsloth.mlx.vision.backend import check_family
 
-    with pytest.raises(NotImplementedError, match="supports qwen2_5_vl, gemma3; this model is 'llava'"):
+    with pytest.raises(
+        NotImplementedError, match="does not train 'llava' \\(mlx-vlm 0.7.10 can load it\\): its training"
+    ):
         check_family(SimpleNamespace(config=SimpleNamespace(model_type="llava")))

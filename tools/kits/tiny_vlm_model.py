@@ -1,6 +1,6 @@
 """Build tiny random-weight vision-language model folders that `mlx-vlm` loads offline, with their processors.
 
-`build_tiny_qwen25_vl(folder)` and `build_tiny_gemma3(folder)` write a config, safetensors made from mlx-vlm's own
+Each builder in `BUILDERS` (Qwen 2, 2.5 and 3 VL, Gemma 3) writes a config, safetensors made from mlx-vlm's own
 model classes, a byte-level BPE trained on the shared corpus with each family's special tokens, a chat template
 written here, and the image processor's settings, so vision tests never need a model hub.
 """
@@ -40,6 +40,7 @@ GEMMA_TEMPLATE = (
 )
 # Small enough to train in seconds on two CPU cores: a 56x56 image is 16 patches, merged to 4 image tokens.
 QWEN_IMAGE_SIDE = 56
+QWEN3_IMAGE_SIDE = 64
 GEMMA_IMAGE_SIDE = 32
 
 
@@ -73,9 +74,14 @@ def _model(family: Any, config: dict, seed: int) -> Any:
     import mlx.core as mx
     from mlx.utils import tree_flatten, tree_unflatten
 
-    settings = family.ModelConfig.from_dict(json.loads(json.dumps(config)))
-    settings.text_config = family.TextConfig.from_dict(settings.text_config)
-    settings.vision_config = family.VisionConfig.from_dict(settings.vision_config)
+    from mlx_vlm.utils import update_module_configs
+
+    # The loader's own steps, so the weights written here have the shapes `mlx_vlm.load` expects.
+    values = json.loads(json.dumps(config))
+    for name in ("text_config", "vision_config", "audio_config"):
+        values.setdefault(name, {})
+    settings = family.ModelConfig.from_dict(values)
+    settings = update_module_configs(settings, family, values, ["text", "vision", "perceiver", "projector", "audio"])
     mx.random.seed(seed)
     model = family.Model(settings)
     # Gemma 3's projector starts as all ones (a checkpoint fills it); left so, every image would look the same.
@@ -147,6 +153,115 @@ def build_tiny_qwen25_vl(folder: str | Path, *, seed: int = 0, vocab_size: int =
         {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "min_pixels": pixels, "max_pixels": pixels},
     )
     _save_weights(folder, _model(qwen2_5_vl, config, seed))
+    return folder
+
+
+def qwen2_vl_config(ids: Dict[str, int]) -> dict:
+    """Qwen 2 VL: Qwen 2.5 VL's text fields, and a vision tower sized by `embed_dim` without windowed attention."""
+    config = qwen25_vl_config(ids)
+    config.update(model_type="qwen2_vl", architectures=["Qwen2VLForConditionalGeneration"])
+    config["vision_config"] = {
+        "model_type": "qwen2_vl",
+        "depth": 2,
+        "embed_dim": 32,
+        "hidden_size": 64,
+        "num_heads": 2,
+        "mlp_ratio": 2,
+        "patch_size": 14,
+        "spatial_patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "in_channels": 3,
+    }
+    return config
+
+
+def build_tiny_qwen2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Qwen 2 VL in `folder`; returns its path."""
+    from mlx_vlm.models import qwen2_vl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = qwen2_vl_config(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
+    _write_json(folder / "config.json", config)
+    pixels = QWEN_IMAGE_SIDE * QWEN_IMAGE_SIDE
+    _write_json(
+        folder / "preprocessor_config.json",
+        {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "min_pixels": pixels, "max_pixels": pixels},
+    )
+    _save_weights(folder, _model(qwen2_vl, config, seed))
+    return folder
+
+
+def qwen3_vl_config(ids: Dict[str, int]) -> dict:
+    """Qwen 3 VL: a nested text config with interleaved multimodal rope, 16-pixel patches and a deepstack layer."""
+    return {
+        "model_type": "qwen3_vl",
+        "architectures": ["Qwen3VLForConditionalGeneration"],
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "eos_token_id": [ids["<|im_end|>"], ids["<|eos|>"]],
+        "pad_token_id": ids["<|pad|>"],
+        "vocab_size": ids["__size__"],
+        "tie_word_embeddings": True,
+        "torch_dtype": "float32",
+        "text_config": {
+            "model_type": "qwen3_vl_text",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "rms_norm_eps": 1e-6,
+            "vocab_size": ids["__size__"],
+            "max_position_embeddings": 1024,
+            "rope_theta": 10000.0,
+            "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True},
+            "tie_word_embeddings": True,
+        },
+        "vision_config": {
+            "model_type": "qwen3_vl",
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "out_hidden_size": 64,
+            "num_heads": 2,
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "num_position_embeddings": 16,
+            "deepstack_visual_indexes": [0],
+            "in_channels": 3,
+        },
+    }
+
+
+def build_tiny_qwen3_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Qwen 3 VL in `folder`; returns its path."""
+    from mlx_vlm.models import qwen3_vl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = qwen3_vl_config(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
+    _write_json(folder / "config.json", config)
+    pixels = QWEN3_IMAGE_SIDE * QWEN3_IMAGE_SIDE
+    _write_json(
+        folder / "preprocessor_config.json",
+        {
+            "image_processor_type": "Qwen2VLImageProcessorFast",
+            "processor_class": "Qwen3VLProcessor",
+            "patch_size": 16,
+            "merge_size": 2,
+            "temporal_patch_size": 2,
+            "size": {"shortest_edge": pixels, "longest_edge": pixels},
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+        },
+    )
+    _save_weights(folder, _model(qwen3_vl, config, seed))
     return folder
 
 
@@ -228,7 +343,169 @@ def build_tiny_gemma3(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
     return folder
 
 
-BUILDERS = {"qwen2_5_vl": build_tiny_qwen25_vl, "gemma3": build_tiny_gemma3}
+PIXTRAL_SPECIAL = ["[INST]", "[/INST]", "[IMG]", "[IMG_BREAK]", "[IMG_END]"]
+PIXTRAL_TEMPLATE = (
+    "{{ bos_token }}{%- for message in messages -%}"
+    "{%- if message['role'] == 'user' -%}[INST]"
+    "{%- if message['content'] is string %}{{ message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}[IMG]{%- elif part['type'] == 'text' %}{{ part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}[/INST]"
+    "{%- else -%}"
+    "{%- if message['content'] is string %}{{ message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}{{ part['text'] }}{%- endfor %}{%- endif %}{{ eos_token }}"
+    "{%- endif -%}{%- endfor -%}"
+)
+PIXTRAL_IMAGE_SIDE = 32
+
+
+def build_tiny_pixtral_as_hub(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A tiny Pixtral written as the Hub ships Pixtral: `model_type: llava` with a `pixtral` vision config, and
+    weights from mlx-vlm's `pixtral` module (its `llava` module cannot build that tower)."""
+    from mlx_vlm.models import pixtral
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = _write_tokenizer(folder, vocab_size, PIXTRAL_SPECIAL, PIXTRAL_TEMPLATE, bos_token="<|system|>")
+    config = {
+        "model_type": "llava",
+        "architectures": ["LlavaForConditionalGeneration"],
+        "image_token_index": ids["[IMG]"],
+        "vision_feature_layer": -1,
+        "vision_feature_select_strategy": "full",
+        "projector_hidden_act": "gelu",
+        "vocab_size": ids["__size__"],
+        "eos_token_id": ids["<|eos|>"],
+        "text_config": {
+            "model_type": "mistral",
+            "hidden_size": 64,
+            "head_dim": 16,
+            "num_hidden_layers": 2,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": ids["__size__"],
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 1024,
+        },
+        "vision_config": {
+            "model_type": "pixtral",
+            "num_hidden_layers": 2,
+            "hidden_size": 32,
+            "head_dim": 16,
+            "intermediate_size": 64,
+            "num_attention_heads": 2,
+            "image_size": PIXTRAL_IMAGE_SIDE,
+            "patch_size": 8,
+            "rope_theta": 10000.0,
+        },
+    }
+    _write_json(folder / "config.json", config)
+    _write_json(
+        folder / "preprocessor_config.json",
+        {
+            "image_processor_type": "PixtralImageProcessor",
+            "processor_class": "PixtralProcessor",
+            "patch_size": 8,
+            "size": {"longest_edge": PIXTRAL_IMAGE_SIDE},
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+        },
+    )
+    _write_json(
+        folder / "processor_config.json",
+        {
+            "processor_class": "PixtralProcessor",
+            "patch_size": 8,
+            "spatial_merge_size": 1,
+            "image_token": "[IMG]",
+            "image_break_token": "[IMG_BREAK]",
+            "image_end_token": "[IMG_END]",
+        },
+    )
+    _save_weights(folder, _model(pixtral, {**config, "model_type": "pixtral"}, seed))
+    return folder
+
+
+# Gemma 4's token ids in the tiny model below (it has no tokenizer: its tests feed ids).
+GEMMA4_TOKENS = {"vocab": 300, "image": 290, "boi": 289, "eoi": 291, "audio": 292, "boa": 293, "eoa": 294}
+
+
+def tiny_gemma4_model(seed: int = 0) -> Any:
+    """A tiny Gemma 4 (vision) as mlx-vlm's own model object, 4 soft tokens for a 32x32 image; no folder, no
+    processor (its processor needs a Gemma 4 tokenizer this kit does not build)."""
+    from mlx_vlm.models import gemma4
+
+    vocab = GEMMA4_TOKENS["vocab"]
+    config = {
+        "model_type": "gemma4",
+        "vocab_size": vocab,
+        "image_token_id": GEMMA4_TOKENS["image"],
+        "boi_token_id": GEMMA4_TOKENS["boi"],
+        "eoi_token_id": GEMMA4_TOKENS["eoi"],
+        "audio_token_id": GEMMA4_TOKENS["audio"],
+        "boa_token_id": GEMMA4_TOKENS["boa"],
+        "eoa_token_id": GEMMA4_TOKENS["eoa"],
+        "hidden_size": 64,
+        "vision_soft_tokens_per_image": 4,
+        "eos_token_id": [1],
+        "text_config": {
+            "model_type": "gemma4_text",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "head_dim": 16,
+            "global_head_dim": 16,
+            "num_key_value_heads": 2,
+            "num_kv_shared_layers": 0,
+            "vocab_size": vocab,
+            "vocab_size_per_layer_input": vocab,
+            "hidden_size_per_layer_input": 8,
+            "sliding_window": 64,
+            "sliding_window_pattern": 2,
+            "max_position_embeddings": 1024,
+            "use_double_wide_mlp": False,
+        },
+        "vision_config": {
+            "model_type": "gemma4_vision",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "global_head_dim": 16,
+            "patch_size": 8,
+            "position_embedding_size": 64,
+            "pooling_kernel_size": 2,
+            "default_output_length": 4,
+        },
+        "audio_config": None,
+    }
+    return _model(gemma4, config, seed)
+
+
+BUILDERS = {
+    "qwen2_5_vl": build_tiny_qwen25_vl,
+    "qwen2_vl": build_tiny_qwen2_vl,
+    "qwen3_vl": build_tiny_qwen3_vl,
+    "gemma3": build_tiny_gemma3,
+}
+# The side of the square images each family's tiny processor takes whole (4 image tokens).
+IMAGE_SIDES = {
+    "qwen2_5_vl": QWEN_IMAGE_SIDE,
+    "qwen2_vl": QWEN_IMAGE_SIDE,
+    "qwen3_vl": QWEN3_IMAGE_SIDE,
+    "gemma3": GEMMA_IMAGE_SIDE,
+}
+# Each family's end-of-turn marker, as its chat template writes it.
+END_OF_TURN = {
+    "qwen2_5_vl": "<|im_end|>",
+    "qwen2_vl": "<|im_end|>",
+    "qwen3_vl": "<|im_end|>",
+    "gemma3": "<end_of_turn>",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,9 @@ causal forward pass the trainer differentiates, and token-by-token generation. N
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
+import json
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -16,8 +19,34 @@ import mlx.core as mx
 
 TESTED_VERSION = "0.7.10"
 INSTALL_HINT = 'pip install "unsloth[mlx-vision]" (mlx-vlm==0.7.10 and Pillow)'
-# Families whose forward pass this module knows; others load but are refused before training.
-FAMILIES = ("qwen2_5_vl", "gemma3")
+_UNCHECKED = (
+    "its training forward pass through mlx-vlm has not been checked here against a tiny model of its "
+    "architecture, so a wrong loss would go unnoticed"
+)
+_NO_LANGUAGE_HEAD = "it is a detection, segmentation or geometry model with no language head to fine-tune"
+_EMBEDDING = "it is a retrieval embedding model, trained with a contrastive loss rather than next-token prediction"
+# The vision families mlx-vlm ships that training refuses, each group with its reason; every other one trains.
+REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
+    _NO_LANGUAGE_HEAD: ("moge3", "rfdetr", "rt_detr_v2", "sam3", "sam3_1", "sam3d_body", "sam3d_objects"),
+    _EMBEDDING: ("colidefics3", "colqwen2_5", "qwen3_vl_embedding"),
+    _UNCHECKED: (
+        "aya_vision", "clef", "cohere_compass", "d1", "d1_omni", "deepseek_v4", "deepseek_v41", "deepseek_vl_v2",
+        "deepseekocr", "deepseekocr_2", "dots_ocr", "ernie4_5_moe_vl", "falcon_ocr", "falcon_perception", "fastvlm",
+        "florence2", "gemma3n", "gemma4", "gemma4_unified", "glm4v", "glm4v_moe", "glm5_next", "glm_ocr", "got",
+        "granite4_vision", "granite_vision", "hunyuan_vl", "idefics2", "idefics3", "indic_ocr", "inkling", "internvl",
+        "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "lfm2_vl", "llama4", "llava", "llava_bunny",
+        "llava_next", "llava_onevision", "llmjpvl", "locateanything", "mage_vl", "mimo_v2", "minicpmo", "minicpmv4_6",
+        "minicpmv4_7", "minimax_m3_vl", "mistral3", "mllama", "molmo", "molmo2", "molmo_point", "moondream2",
+        "moondream3", "multi_modality", "muse_glimmer", "muse_spark", "nemotron_h_nano_omni", "nemotron_parse",
+        "paddleocr_vl", "paligemma", "phi3_v", "phi4_siglip", "phi4mm", "pixtral", "plamo2vl", "prism_hadamard_qwen35",
+        "qwen3_5", "qwen3_5_moe", "qwen3_omni_moe", "qwen3_vl_moe", "qwen4_exp", "smolvlm", "step3p7", "unlimited_ocr",
+        "youtu_vl", "zaya1_vl",
+    ),
+}  # fmt: skip
+REFUSED: Dict[str, str] = {family: reason for reason, group in REFUSED_GROUPS.items() for family in group}
+# (config `model_type`, vision `model_type`) of checkpoints as the Hub ships them -> the mlx-vlm module that loads
+# them: Pixtral's config says llava, whose module has no Pixtral tower.
+CONFIG_ROUTES: Dict[Tuple[str, str], str] = {("llava", "pixtral"): "pixtral"}
 
 
 def require_mlx_vlm() -> None:
@@ -39,12 +68,37 @@ def installed_version() -> Optional[str]:
         return None
 
 
+def routed_model_type(config: Dict[str, Any]) -> Optional[str]:
+    """The mlx-vlm module that loads a config whose own `model_type` names one that cannot; None when it can."""
+    vision = config.get("vision_config") or {}
+    key = (str(config.get("model_type", "")), str(vision.get("model_type", "")) if isinstance(vision, dict) else "")
+    return CONFIG_ROUTES.get(key)
+
+
+def _load_routed(folder: Path, model_type: str) -> Tuple[Any, Any]:
+    """Load through a staging folder of links to `folder`'s files whose config names the module that can."""
+    from mlx_vlm.utils import load
+
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory(prefix="unsloth-mlx-vlm-") as staging:
+        for entry in folder.iterdir():
+            if entry.name != "config.json":
+                (Path(staging) / entry.name).symlink_to(entry.resolve())
+        config["model_type"] = model_type
+        (Path(staging) / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        # Eager load, so nothing reads the staging folder once it is gone.
+        return load(staging, lazy=False)
+
+
 def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:
     """The mlx-vlm model and its processor from a local model folder."""
     require_mlx_vlm()
     from mlx_vlm.utils import load
 
-    model, processor = load(str(folder))
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    routed = routed_model_type(config)
+    model, processor = _load_routed(folder, routed) if routed else load(str(folder))
     # mlx-vlm 0.7.10's Gemma 3 processor leaves the chat template on its tokenizer only.
     if getattr(processor, "chat_template", None) is None:
         processor.chat_template = getattr(getattr(processor, "tokenizer", None), "chat_template", None)
@@ -52,15 +106,41 @@ def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:
 
 
 def model_family(model: Any) -> str:
-    return str(getattr(getattr(model, "config", None), "model_type", "") or type(model).__module__.split(".")[-2])
+    """The mlx-vlm module that built the model (a routed config keeps its own `model_type`), else the config's."""
+    module = type(model).__module__.split(".")
+    if module[:2] == ["mlx_vlm", "models"] and len(module) > 2:
+        return module[2]
+    return str(getattr(getattr(model, "config", None), "model_type", ""))
+
+
+def vision_families() -> List[str]:
+    """Every mlx-vlm model family with a vision tower: a package under `mlx_vlm.models` holding a `vision` module or
+    exporting a `VisionModel` (read as files: importing every family would take seconds)."""
+    spec = importlib.util.find_spec("mlx_vlm.models")
+    folders = [Path(folder) for folder in (spec.submodule_search_locations or [])] if spec else []
+    found = set()
+    for package in (path for folder in folders for path in folder.iterdir() if (path / "__init__.py").is_file()):
+        if (package / "vision.py").is_file() or "VisionModel" in (package / "__init__.py").read_text("utf-8"):
+            found.add(package.name)
+    return sorted(found)
+
+
+def trainable_families() -> List[str]:
+    """The vision families training accepts: mlx-vlm's, less those refused by name."""
+    return [family for family in vision_families() if family not in REFUSED]
 
 
 def check_family(model: Any) -> str:
     family = model_family(model)
-    if family not in FAMILIES:
+    version = installed_version() or "absent"
+    if family in REFUSED:
         raise NotImplementedError(
-            f"vision fine-tuning on MLX supports {', '.join(FAMILIES)}; this model is {family!r} "
-            f"(mlx-vlm {installed_version() or 'absent'} can load it, but its training forward pass is not wired here)"
+            f"vision fine-tuning on MLX does not train {family!r} (mlx-vlm {version} can load it): {REFUSED[family]}; "
+            f"the families that train are {', '.join(trainable_families())}"
+        )
+    if family not in vision_families():
+        raise NotImplementedError(
+            f"vision fine-tuning on MLX trains mlx-vlm's vision families; {family!r} is not one in mlx-vlm {version}"
         )
     return family
 
@@ -74,7 +154,8 @@ def language_model(model: Any) -> Any:
 
 
 def causal_logits(model: Any, input_ids: mx.array, pixel_values: Optional[mx.array], extras: Dict[str, Any]) -> Any:
-    """Logits of every position, each seeing only earlier tokens (and the images), for a right-padded batch."""
+    """Logits of every position, each seeing only earlier tokens (and the images), for a right-padded batch: mlx-vlm's
+    own model call, except where a family's call masks differently from training."""
     if pixel_values is None:
         output = model.language_model(input_ids)
         return getattr(output, "logits", output)

@@ -10,7 +10,10 @@ adapter config lists every adapted module by its full path, so reloading puts Lo
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -63,6 +66,24 @@ def _is_linear(module: Any) -> bool:
     return isinstance(module, (nn.Linear, nn.QuantizedLinear))
 
 
+@functools.lru_cache(maxsize=None)
+def _class_source(owner: type) -> str:
+    """The source of a module class and its bases (empty where Python cannot read it)."""
+    texts = []
+    for cls in owner.__mro__:
+        try:
+            texts.append(inspect.getsource(cls))
+        except (OSError, TypeError):
+            continue
+    return "\n".join(texts)
+
+
+def reads_weight_directly(parent: Any, name: str) -> bool:
+    """True when the parent's code reads its layer `name`'s arrays itself, which a LoRA wrapper does not have."""
+    pattern = rf"\bself\.{re.escape(name)}\.(weight|bias|scales)\b"
+    return re.search(pattern, _class_source(type(parent))) is not None
+
+
 def module_kind(path: str) -> Optional[tuple]:
     """(side, kind) of a linear's path: side 'vision' or 'language', kind 'attention' or 'mlp'; None to skip."""
     parts = path.split(".")
@@ -91,12 +112,17 @@ def choose_paths(
     sides = {side for side, wanted in (("vision", vision), ("language", language)) if wanted}
     kinds = {kind for kind, wanted in (("attention", attention), ("mlp", mlp)) if wanted}
     names = None if target_modules is None else set(target_modules)
+    modules = dict(model.named_modules())
     chosen = []
-    for path, module in model.named_modules():
+    for path, module in modules.items():
         kind = module_kind(path) if _is_linear(module) else None
         if kind is None or kind[0] not in sides or kind[1] not in kinds:
             continue
-        if names is not None and path.rsplit(".", 1)[-1] not in names:
+        parent, _, name = path.rpartition(".")
+        if names is not None and name not in names:
+            continue
+        # A layer the model reads `.weight` from (Gemma 4's patch embedder) stays as it is, so the model still runs.
+        if reads_weight_directly(modules.get(parent), name):
             continue
         chosen.append(path)
     return sorted(chosen)

@@ -1,0 +1,243 @@
+"""Every vision family mlx-vlm ships either trains (checked on a tiny model of its own mlx-vlm architecture: the
+trainer's loss equals a hand-written forward through mlx-vlm's model call, training lowers it, and the reloaded
+adapter answers) or is refused by name with its reason; and LoRA never breaks a vision model's generate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Dict
+
+import numpy as np
+import pytest
+
+from unsloth.mlx.vision.backend import REFUSED, trainable_families, vision_families
+
+COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220), "yellow": (230, 220, 30)}
+QUESTION = "What colour is this square?"
+
+
+def square(family: str, colour: str) -> Any:
+    from PIL import Image
+
+    from tools.kits.tiny_vlm_model import IMAGE_SIDES
+
+    return Image.new("RGB", (IMAGE_SIDES[family], IMAGE_SIDES[family]), COLOURS[colour])
+
+
+def conversation(family: str, colour: str) -> Dict[str, Any]:
+    return {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": QUESTION}, {"type": "image", "image": square(family, colour)}],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": f"It is {colour}."}]},
+        ]
+    }
+
+
+@pytest.mark.parametrize("family", vision_families())
+def test_each_mlx_vlm_vision_family_trains_here_or_is_refused_by_name(family) -> None:
+    from tools.kits.tiny_vlm_model import BUILDERS
+
+    from unsloth.mlx.vision.backend import check_family
+
+    model = SimpleNamespace(config=SimpleNamespace(model_type=family))
+    if family in REFUSED:
+        with pytest.raises(NotImplementedError, match=f"does not train '{family}' .*: {REFUSED[family]}"):
+            check_family(model)
+        return
+    assert family in BUILDERS, (
+        f"mlx-vlm has the vision family {family!r}: build it tiny in tools/kits/tiny_vlm_model.py so "
+        "test_the_trainers_loss_is_mlx_vlms_own_forward checks it, or refuse it by name in vision/backend.py REFUSED"
+    )
+    assert check_family(model) == family
+
+
+def test_the_trainable_families_are_derived_from_mlx_vlm() -> None:
+    families = trainable_families()
+    assert {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3"} <= set(families)
+    assert set(families) <= set(vision_families()) and not set(families) & set(REFUSED)
+    # A text-only family of mlx-vlm is not a vision family.
+    assert "qwen3" not in vision_families() and "llama" not in vision_families()
+
+
+def test_a_model_type_mlx_vlm_has_no_vision_module_for_is_refused() -> None:
+    from unsloth.mlx.vision.backend import check_family
+
+    with pytest.raises(NotImplementedError, match="'not_a_family' is not one in mlx-vlm 0.7.10"):
+        check_family(SimpleNamespace(config=SimpleNamespace(model_type="not_a_family")))
+
+
+def _hand_written_loss(model: Any, processor: Any, family: str, rows: list) -> float:
+    """Mean next-token loss of the answers, each row alone through mlx-vlm's own model call (Gemma 3: its own
+    embedding and language model with the causal mask, as its call masks images both ways)."""
+    import mlx.core as mx
+
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    collator = UnslothVisionDataCollator(model, processor)
+    total, count = 0.0, 0
+    for row in rows:
+        encoded = collator.encode(row)
+        ids = mx.array(encoded.ids[None, :])
+        features = {name: mx.array(value) for name, value in encoded.features.items()}
+        pixels = features.pop("pixel_values")
+        if family == "gemma3":
+            embeds = model.get_input_embeddings(ids, pixels, mx.ones(ids.shape, dtype=mx.int32)).inputs_embeds
+            logits = model.language_model(ids, inputs_embeds=embeds, mask=None).logits
+        else:
+            logits = model(ids, pixels, mask=None, **features).logits
+        logits = np.array(logits[0].astype(mx.float32), dtype=np.float64)[:-1]
+        targets = encoded.ids[1:]
+        shifted = logits - logits.max(-1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+        picked = -log_probs[np.arange(len(targets)), targets]
+        total += float(picked[encoded.mask[1:]].sum())
+        count += int(encoded.mask[1:].sum())
+    return total / count
+
+
+@pytest.fixture(scope="module")
+def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
+    from tools.kits.tiny_vlm_model import BUILDERS
+
+    root = tmp_path_factory.mktemp("tiny-vlm-families")
+    return {family: BUILDERS[family](root / family) for family in trainable_families() if family in BUILDERS}
+
+
+@pytest.mark.parametrize("family", trainable_families())
+def test_the_trainers_loss_is_mlx_vlms_own_forward_and_training_answers_after_reload(
+    family, family_dirs, tmp_path
+) -> None:
+    from trl import SFTConfig, SFTTrainer
+
+    from unsloth import FastVisionModel
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    model, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    model = FastVisionModel.get_peft_model(model, r=8, lora_alpha=16, random_state=3407)
+    rows = [conversation(family, colour) for colour in COLOURS]
+    expected = _hand_written_loss(model, processor, family, rows)
+    trainer = SFTTrainer(
+        model=model,
+        tokenizer=processor,
+        data_collator=UnslothVisionDataCollator(model, processor),
+        train_dataset=rows,
+        args=SFTConfig(
+            per_device_train_batch_size=len(rows),
+            max_steps=8,
+            learning_rate=5e-3,
+            warmup_steps=0,
+            logging_steps=1,
+            seed=3407,
+            output_dir=str(tmp_path / "out"),
+            report_to="none",
+            save_strategy="no",
+            remove_unused_columns=False,
+            dataset_text_field="",
+            dataset_kwargs={"skip_prepare_dataset": True},
+            max_length=256,
+        ),
+    )
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    # The first step's loss is computed before any update, on every row at once (right-padded).
+    assert abs(losses[0] - expected) < 1e-5, (losses[0], expected)
+    assert losses[-1] < losses[0] * 0.8, losses
+    model.save_pretrained(str(tmp_path / "adapter"), tokenizer=processor)
+    reloaded, processor = FastVisionModel.from_pretrained(str(tmp_path / "adapter"))
+    FastVisionModel.for_inference(reloaded)
+    messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    inputs = processor(square(family, "red"), text, add_special_tokens=False, return_tensors="np")
+    output = reloaded.generate(**inputs, max_new_tokens=6)
+    assert output.shape[1] > inputs["input_ids"].shape[1]
+    assert processor.decode(output[0, inputs["input_ids"].shape[1] :].tolist(), skip_special_tokens=True).strip()
+
+
+# ---- LoRA that keeps the model working -------------------------------------------------------------------------
+
+
+def _gemma4_prompt() -> Any:
+    import mlx.core as mx
+
+    from tools.kits.tiny_vlm_model import GEMMA4_TOKENS
+
+    tokens = [2, 3, GEMMA4_TOKENS["boi"], *[GEMMA4_TOKENS["image"]] * 4, GEMMA4_TOKENS["eoi"], 5, 6]
+    mx.random.seed(1)
+    return mx.array([tokens]), mx.random.uniform(shape=(1, 3, 32, 32))
+
+
+def test_gemma4_lora_on_every_vision_linear_leaves_the_patch_embedder_and_generates() -> None:
+    from mlx_lm.tuner.lora import LoRALinear
+
+    from tools.kits.tiny_vlm_model import tiny_gemma4_model
+
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.backend import generate_tokens
+
+    model = tiny_gemma4_model()
+    ids, pixels = _gemma4_prompt()
+    before = list(generate_tokens(model, ids, pixels, None, {}, 4, {"temperature": 0.0}))
+    FastVisionModel.get_peft_model(model, r=4, finetune_vision_layers=True, target_modules="all-linear")
+    modules = dict(model.named_modules())
+    vision_lora = [
+        path for path, module in modules.items() if path.startswith("vision_tower") and isinstance(module, LoRALinear)
+    ]
+    assert vision_lora, "the vision tower's attention and MLP linears are adapted"
+    embedder = [path for path in modules if path.endswith("input_proj")]
+    assert embedder and not any(isinstance(modules[path], LoRALinear) for path in embedder)
+    # LoRA starts at zero, so the adapted model answers as the base did.
+    assert list(generate_tokens(model, ids, pixels, None, {}, 4, {"temperature": 0.0})) == before
+
+
+@pytest.mark.parametrize("family", sorted(set(trainable_families()) & {"qwen2_vl", "qwen3_vl", "qwen2_5_vl", "gemma3"}))
+def test_lora_on_every_linear_keeps_generate_working(family, family_dirs) -> None:
+    from unsloth import FastVisionModel
+
+    model, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    FastVisionModel.get_peft_model(model, r=4, target_modules="all-linear")
+    messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    inputs = processor(square(family, "blue"), text, add_special_tokens=False, return_tensors="np")
+    output = model.generate(**inputs, max_new_tokens=3)
+    assert output.shape[1] > inputs["input_ids"].shape[1]
+
+
+# ---- checkpoints whose config names the wrong mlx-vlm module -------------------------------------------------------
+
+
+def test_pixtral_as_the_hub_ships_it_loads_through_the_pixtral_module_and_answers(tmp_path) -> None:
+    from PIL import Image
+
+    from tools.kits.tiny_vlm_model import PIXTRAL_IMAGE_SIDE, build_tiny_pixtral_as_hub
+
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.backend import model_family
+
+    folder = build_tiny_pixtral_as_hub(tmp_path / "pixtral")
+    model, processor = FastVisionModel.from_pretrained(str(folder))
+    assert model_family(model) == "pixtral" and type(processor).__name__ == "PixtralProcessor"
+    messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    image = Image.new("RGB", (PIXTRAL_IMAGE_SIDE, PIXTRAL_IMAGE_SIDE), COLOURS["red"])
+    inputs = processor(image, text, add_special_tokens=False, return_tensors="np")
+    output = model.generate(**inputs, max_new_tokens=3)
+    assert output.shape[1] > inputs["input_ids"].shape[1]
+    # Training Pixtral stays refused by name, under its own family.
+    from unsloth.mlx.vision.backend import check_family
+
+    with pytest.raises(NotImplementedError, match="does not train 'pixtral'"):
+        check_family(model)
+
+
+def test_mlx_vlms_own_loader_still_routes_that_config_to_llava(tmp_path) -> None:
+    """Why the route exists; when this fails, mlx-vlm loads Pixtral itself and CONFIG_ROUTES can lose its row."""
+    from mlx_vlm import load
+
+    from tools.kits.tiny_vlm_model import build_tiny_pixtral_as_hub
+
+    with pytest.raises(ValueError, match="Unsupported model type: pixtral"):
+        load(str(build_tiny_pixtral_as_hub(tmp_path / "pixtral")))
