@@ -29,11 +29,13 @@ from .checkpoint import (
     save_model_files,
     sorted_checkpoints,
 )
+from .checkpointing import gradient_checkpointing, wants_gradient_checkpointing
 from .config import MLXTrainingConfig, coerce_config
 from .data import EncodeRows, TokenizedRows, epoch_batches, pad_batch, tokenize_dataset
 from .distributed import WORLD_FILE, World, check_world_size, current_world, shard, world_file_text
 from ..dataset_num_proc import map_request
 from .loss import masked_cross_entropy
+from .memory_guard import check_memory_fits
 from .optim import build_optimizer, build_schedule, clip_gradients, learning_rates, resolve_warmup_steps
 
 
@@ -219,7 +221,16 @@ class MLXTrainer:
 
     # ---- training ----
 
+    def gradient_checkpointing(self) -> Any:
+        """A `with` span in which the model's blocks recompute their activations, when the model or args ask."""
+        requested = wants_gradient_checkpointing(self.model, getattr(self.args, "gradient_checkpointing", False))
+        return gradient_checkpointing(self.model, requested)
+
     def train(self, resume_from_checkpoint: Any = None) -> TrainOutput:
+        with self.gradient_checkpointing():
+            return self._train(resume_from_checkpoint)
+
+    def _train(self, resume_from_checkpoint: Any) -> TrainOutput:
         args = self.args
         plan = plan_training(len(self.train_rows), args, self.world.size)
         self._create_optimizer(plan.max_steps)
@@ -236,6 +247,8 @@ class MLXTrainer:
         # Compiled steps retrace for every new batch shape, so lengths are rounded to a few buckets then.
         self._pad_multiple = args.pad_to_multiple_of or (32 if self._use_compile() else None)
         self.model.train()
+        if self.state.global_step < plan.max_steps:
+            check_memory_fits(self)
 
         epochs_done, steps_done_in_epoch = divmod(self.state.global_step, plan.steps_per_epoch)
         self._initial_step = self.state.global_step
