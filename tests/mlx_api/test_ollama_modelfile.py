@@ -24,6 +24,7 @@ import (
 	"os"
 	"strings"
 	"text/template"
+	"time"
 )
 
 type renderCase struct {
@@ -39,7 +40,9 @@ func main() {
 	outputs := []string{}
 	for _, c := range cases {
 		var out strings.Builder
-		tmpl, err := template.New("modelfile").Parse(c.Template)
+		// Ollama's templates have currentDate besides Go's built-in functions.
+		funcs := template.FuncMap{"currentDate": func() string { return time.Now().Format("2006-01-02") }}
+		tmpl, err := template.New("modelfile").Funcs(funcs).Parse(c.Template)
 		if err == nil {
 			err = tmpl.Execute(&out, c.Data)
 		}
@@ -66,14 +69,11 @@ SPECIALS = {
     "sentencepiece": {"bos_token": "<s>", "eos_token": "</s>"},
 }
 FAMILY_SPECIALS = {
-    **{name: SPECIALS["llama"] for name in ("llama-3", "llama-3.1", "llama-3.2", "llama-3.3")},
-    "gemma-2": SPECIALS["gemma"],
-    "gemma-3": SPECIALS["gemma"],
-    **{name: SPECIALS["sentencepiece"] for name in ("mistral", "zephyr", "alpaca", "vicuna")},
+    **{name: SPECIALS["llama"] for name in ("llama-3", "llama-3.1")},
+    **{name: SPECIALS["gemma"] for name in ("gemma-2", "gemma-3", "gemma-3n", "gemma_chatml", "gemma-4")},
+    **{name: SPECIALS["sentencepiece"] for name in ("mistral", "zephyr", "alpaca", "vicuna", "vicuna_old", "llama")},
     "phi-3": {"eos_token": "<|endoftext|>"},
 }
-# Ollama's templates carry no date function, so Llama 3.x's system header is pinned to the table's fixed date.
-RENDER_KEYWORDS = {"date_string": "26 Jul 2024"}
 
 
 def _go() -> str:
@@ -113,7 +113,7 @@ def family_tokenizer(load_public):
 
 def _hugging_face_prompt(tokenizer, messages: list) -> str:
     """The chat template's generation prompt, without the BOS that llama.cpp adds itself when it tokenizes."""
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **RENDER_KEYWORDS)
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     bos = tokenizer.bos_token or ""
     return text[len(bos) :] if bos and text.startswith(bos) else text
 
@@ -140,8 +140,7 @@ def test_the_modelfile_template_renders_as_the_chat_template_does(family_tokeniz
 
     tokenizer = family_tokenizer(name)
     template = _template_of(build_modelfile("unsloth.Q8_0.gguf", tokenizer))
-    # Gemma 2's template refuses a system turn, so only the plain conversation is rendered for it.
-    conversations = [THREE_TURNS] if name == "gemma-2" else [THREE_TURNS, WITH_SYSTEM]
+    conversations = [THREE_TURNS, WITH_SYSTEM]
     rendered = go_render([{"template": template, "data": _ollama_data(turns)} for turns in conversations])
     assert rendered == [_hugging_face_prompt(tokenizer, turns) for turns in conversations]
 

@@ -1,0 +1,111 @@
+"""Every name of CUDA Unsloth's chat template table (read from the pinned wheel, never imported) is accepted by our
+`get_chat_template`, and our template renders byte for byte what upstream's own Jinja template renders, through a
+real `transformers` fast tokenizer: with and without a system turn, with and without a generation prompt, and with
+the thinking fields each thinking template reads. A name upstream adds is a failing row here."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.kits.tokenizer_kit import build_tokenizer
+from tools.kits.upstream_chat_table import upstream_chat_table, upstream_template
+
+TABLE = upstream_chat_table()
+NAMES = sorted(TABLE.templates)
+WITH_DEFAULT_SYSTEM = sorted(name for name, text in TABLE.default_system_messages.items() if text is not None)
+
+PAIRS = [
+    {"role": "user", "content": "What colour is the kettle?"},
+    {"role": "assistant", "content": "The kettle is red."},
+    {"role": "user", "content": "Where do bees carry pollen?"},
+    {"role": "assistant", "content": "To the hive."},
+    {"role": "user", "content": "How many herons wait?"},
+    {"role": "assistant", "content": "Two herons wait."},
+]
+SYSTEM = [{"role": "system", "content": "Answer in one short sentence."}]
+# Reasoning as each thinking template reads it: Qwen's reasoning_content or a <think> head, gpt-oss's thinking,
+# Gemma 4's thought channel inside the answer.
+THINKING = [
+    {"role": "user", "content": "What is two and two?"},
+    {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\nFour.", "thinking": "Add them."},
+    {"role": "user", "content": "And three and three?"},
+    {
+        "role": "assistant",
+        "content": "<|channel>thought\nDouble three.<channel|>Six.",
+        "reasoning_content": "Double three.",
+        "thinking": "Double three.",
+    },
+]
+CONVERSATIONS = {
+    "pairs": PAIRS,
+    "pairs, asking": PAIRS[:-1],
+    "system": SYSTEM + PAIRS,
+    "system, asking": SYSTEM + PAIRS[:-1],
+    "thinking": THINKING,
+    "thinking, asking": THINKING[:-1],
+    "system, thinking": SYSTEM + THINKING,
+}
+KEYWORDS = [
+    {},
+    {"enable_thinking": False},
+    {"enable_thinking": True},
+    {"reasoning_effort": "high", "developer_instructions": "Be terse.", "model_identity": "You are a kettle."},
+]
+
+
+def _tokenizer():
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=build_tokenizer(), bos_token="<|bos|>", eos_token="<|eos|>")
+
+
+def _render(tokenizer, messages: list, add_generation_prompt: bool, keywords: dict) -> str:
+    """The rendered text, or the name of the error the template raised."""
+    try:
+        return tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt, **keywords
+        )
+    except Exception as error:  # a template's raise_exception and Jinja's own errors alike
+        return f"raised {type(error).__name__}"
+
+
+def _all_renderings(tokenizer) -> dict:
+    return {
+        (label, prompt, str(keywords)): _render(tokenizer, messages, prompt, keywords)
+        for label, messages in CONVERSATIONS.items()
+        for prompt in (False, True)
+        for keywords in KEYWORDS
+    }
+
+
+def test_the_kit_reads_every_name_of_upstreams_table():
+    assert len(NAMES) == 51, NAMES
+    assert {"chatml", "gemma-4-thinking", "gpt-oss", "vicuna old", "qwen25-coder", "lfm-2.5", "yi-chat"} <= set(NAMES)
+    assert all(isinstance(entry[0], str) and "messages" in entry[0] for entry in TABLE.templates.values())
+    assert TABLE.default_system_messages["qwen-2.5"].startswith("You are Qwen")
+    # The placeholder upstream's get_chat_template fills is filled here too.
+    assert "{system_message}" in TABLE.templates["alpaca"][0] and "{system_message}" not in upstream_template("alpaca")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_our_template_renders_as_upstreams(name):
+    from unsloth.chat_templates import get_chat_template
+
+    upstream = _tokenizer()
+    upstream.chat_template = upstream_template(name)
+    ours = get_chat_template(_tokenizer(), name)
+    expected = _all_renderings(upstream)
+    assert sum(text.startswith("raised") for text in expected.values()) < len(expected) / 2, expected
+    rendered = _all_renderings(ours)
+    assert {case: text for case, text in rendered.items() if text != expected[case]} == {}
+
+
+@pytest.mark.parametrize("name", WITH_DEFAULT_SYSTEM)
+def test_a_system_message_replaces_the_default_as_upstreams_does(name):
+    from unsloth.chat_templates import get_chat_template
+
+    upstream = _tokenizer()
+    upstream.chat_template = upstream_template(name, "Reply like a 'pirate'.")
+    ours = get_chat_template(_tokenizer(), name, system_message="Reply like a 'pirate'.")
+    for messages in (PAIRS, SYSTEM + PAIRS):
+        assert _render(ours, messages, True, {}) == _render(upstream, messages, True, {})

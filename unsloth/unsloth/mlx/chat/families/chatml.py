@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""ChatML and the formats built on it: Qwen 2.5, Qwen 3 (hybrid, instruct and thinking), Phi-4, LFM 2, Yi."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from . import go, jinja
+from .base import ChatFamily
+
+_TURN = r"{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}"
+_PROMPT = r"{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}"
+
+CHATML = (
+    "{%- for message in messages -%}"
+    "{%- set tag = message['role'] if message['role'] in ['user', 'assistant'] else 'system' -%}"
+    r"{{- '<|im_start|>' + tag + '\n' + message['content'] + '<|im_end|>\n' -}}"
+    "{%- endfor -%}" + _PROMPT
+)
+# Every role written as given.
+YI = "{%- for message in messages -%}" + _TURN + "{%- endfor -%}" + _PROMPT
+LFM_2 = "{{- bos_token -}}" + YI
+
+QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+QWEN_2_5 = (
+    jinja.no_tools("qwen-2.5") + "{%- if messages[0]['role'] != 'system' -%}"
+    r"{{- '<|im_start|>system\n' + " + jinja.literal(QWEN_SYSTEM) + r" + '<|im_end|>\n' -}}"
+    "{%- endif -%}"
+    "{%- for message in messages -%}" + jinja.no_tool_turns("qwen-2.5") + _TURN + "{%- endfor -%}" + _PROMPT
+)
+
+
+def _qwen_3(family: str, reasoning_given: str, think_on_last: bool, prompt: str) -> str:
+    """Qwen 3's formats: an assistant turn after the last question shows its reasoning in a think block (always,
+    for the last turn, when `think_on_last`); reasoning comes from `reasoning_content` (when `reasoning_given`
+    holds) or from a `<think>...</think>` head of the content."""
+    show = "(loop.last or reasoning)" if think_on_last else "reasoning"
+    return (
+        jinja.no_tools(family) + "{%- set last = namespace(question=messages | length - 1, found=false) -%}"
+        "{%- for message in messages | reverse -%}"
+        "{%- if not last.found and message['role'] == 'user' and message['content'] is string"
+        " and not (message['content'].startswith('<tool_response>')"
+        " and message['content'].endswith('</tool_response>')) -%}"
+        "{%- set last.found = true -%}{%- set last.question = messages | length - loop.index -%}"
+        "{%- endif -%}"
+        "{%- endfor -%}"
+        "{%- for message in messages -%}"
+        + jinja.no_tool_turns(family)
+        + "{%- set content = message['content'] if message['content'] is string else '' -%}"
+        "{%- if message['role'] == 'assistant' -%}"
+        "{%- if " + reasoning_given + " -%}{%- set reasoning = message['reasoning_content'] -%}"
+        "{%- elif '</think>' in content -%}"
+        r"{%- set reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') -%}"
+        r"{%- set content = content.split('</think>')[-1].lstrip('\n') -%}"
+        "{%- else -%}{%- set reasoning = '' -%}{%- endif -%}"
+        r"{{- '<|im_start|>assistant\n' -}}"
+        "{%- if loop.index0 > last.question and " + show + " -%}"
+        r"{{- '<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') -}}"
+        "{%- else -%}{{- content -}}{%- endif -%}"
+        r"{{- '<|im_end|>\n' -}}"
+        r"{%- else -%}{{- '<|im_start|>' + message['role'] + '\n' + content + '<|im_end|>\n' -}}{%- endif -%}"
+        "{%- endfor -%}"
+        "{%- if add_generation_prompt -%}" + prompt + "{%- endif -%}"
+    )
+
+
+QWEN_3 = _qwen_3(
+    "qwen-3",
+    "message['reasoning_content'] is defined and message['reasoning_content'] is not none",
+    True,
+    r"{{- '<|im_start|>assistant\n' -}}"
+    r"{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%}",
+)
+QWEN_3_INSTRUCT = _qwen_3(
+    "qwen3-instruct", "message['reasoning_content'] is string", False, r"{{- '<|im_start|>assistant\n' -}}"
+)
+QWEN_3_THINKING = _qwen_3(
+    "qwen3-thinking", "message['reasoning_content'] is string", True, r"{{- '<|im_start|>assistant\n<think>\n' -}}"
+)
+
+PHI_4 = (
+    "{%- for message in messages -%}{%- if message['role'] in ['system', 'user', 'assistant'] -%}"
+    "{{- '<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + '<|im_end|>' -}}"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant<|im_sep|>' -}}{%- endif -%}"
+)
+
+_PARTS = ("<|im_start|>user\n", "<|im_start|>assistant\n")
+_GO_TURN = "<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n"
+_GO_PROMPT = "<|im_start|>assistant\n"
+_GO_CHATML = go.each_turn(
+    '<|im_start|>{{ if or (eq .Role "user") (eq .Role "assistant") }}{{ .Role }}{{ else }}system{{ end }}\n'
+    "{{ .Content }}<|im_end|>\n",
+    _GO_PROMPT,
+)
+_GO_QWEN_2_5 = (
+    go.FIRST_IS_SYSTEM
+    + "{{ else }}<|im_start|>system\n"
+    + QWEN_SYSTEM
+    + "<|im_end|>\n{{ end }}"
+    + "{{ range .Messages }}"
+    + _GO_TURN
+    + "{{ end }}"
+    + _GO_PROMPT
+)
+# Ollama's templates cannot split a think block out of the content; a turn's reasoning is left to the model.
+_GO_QWEN_3 = go.each_turn(_GO_TURN, _GO_PROMPT)
+
+FAMILIES: Dict[str, ChatFamily] = {
+    "chatml": ChatFamily(CHATML, *_PARTS, "<|im_end|>", _GO_CHATML),
+    "qwen-2.5": ChatFamily(QWEN_2_5, *_PARTS, "<|im_end|>", _GO_QWEN_2_5),
+    "qwen-3": ChatFamily(QWEN_3, *_PARTS, "<|im_end|>", _GO_QWEN_3),
+    "qwen3-instruct": ChatFamily(QWEN_3_INSTRUCT, *_PARTS, "<|im_end|>", _GO_QWEN_3),
+    "qwen3-thinking": ChatFamily(QWEN_3_THINKING, *_PARTS, "<|im_end|>", _GO_QWEN_3 + "<think>\n"),
+    "phi-4": ChatFamily(
+        PHI_4,
+        "<|im_start|>user<|im_sep|>",
+        "<|im_start|>assistant<|im_sep|>",
+        "<|im_end|>",
+        go.each_turn("<|im_start|>{{ .Role }}<|im_sep|>{{ .Content }}<|im_end|>", "<|im_start|>assistant<|im_sep|>"),
+    ),
+    "lfm-2": ChatFamily(LFM_2, *_PARTS, "<|im_end|>", go.each_turn(_GO_TURN, _GO_PROMPT)),
+    "yi-chat": ChatFamily(YI, *_PARTS, "<|im_end|>", go.each_turn(_GO_TURN, _GO_PROMPT)),
+}
+
+_QWEN_2_5_NAMES = ("qwen2.5", "qwen-25", "qwen25", "qwen-2.5-coder", "qwen-25-coder", "qwen2.5-coder", "qwen25-coder")
+ALIASES: Dict[str, str] = {
+    **{name: "qwen-2.5" for name in _QWEN_2_5_NAMES},
+    "qwen3": "qwen-3",
+    "lfm-2.5": "lfm-2",
+}
