@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from ..dataset_num_proc import get_dataset_num_proc
 from ..dataset_num_proc import record_intent
@@ -82,6 +82,8 @@ class MLXTrainingConfig:
     greater_is_better: Optional[bool] = None
     mx_compile: Optional[bool] = None
     pad_to_multiple_of: Optional[int] = None
+    # Hugging Face's name; True (or CUDA Unsloth's "unsloth") recomputes each block's activations in the backward pass.
+    gradient_checkpointing: Union[bool, str] = False
 
     def __post_init__(self) -> None:
         for name in ("logging_strategy", "eval_strategy", "save_strategy"):

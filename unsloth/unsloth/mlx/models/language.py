@@ -22,6 +22,7 @@ import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files
+from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
 from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, FULL_TARGETS, apply_lora, lora_settings, trainable_parameter_counts
 
@@ -41,13 +42,12 @@ _OFF = (None, False)
 
 BASE_MODEL_ATTRIBUTE = "unsloth_base_model"
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "tokenizer.model")
-LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit", "fast_inference")
+LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit", "fast_inference", "use_gradient_checkpointing")
 
 LOAD_INERT = {
     "device_map": (None, "sequential", "auto"),
     "trust_remote_code": _OFF,
     "attn_implementation": (None,),
-    "use_gradient_checkpointing": (None, False, True, "unsloth"),
     "local_files_only": (None, False, True),
     "cache_dir": (None,),
     "use_exact_model_name": _OFF,
@@ -66,9 +66,8 @@ LOAD_DEFAULT_ONLY = {
     "resize_model_vocab": (None,),
     "float8_kv_cache": _OFF,
 }
-PEFT_USED = ("modules_to_save",)
+PEFT_USED = ("modules_to_save", "use_gradient_checkpointing")
 PEFT_INERT = {
-    "use_gradient_checkpointing": (None, False, True, "unsloth"),
     "temporary_location": (None,),
 }
 PEFT_DEFAULT_ONLY = {
@@ -275,7 +274,8 @@ class FastLanguageModel:
             if saved is not None:
                 rebind_tokenizer(model, saved)
                 write_on_main_rank_only(saved)
-            return _with_adapter(model, folder, adapter), saved if saved is not None else tokenizer
+            model = request_gradient_checkpointing(_with_adapter(model, folder, adapter), kwargs)
+            return model, saved if saved is not None else tokenizer
         # Past the model's positions, RoPE is extended (linear scaling, as CUDA Unsloth does) instead of clamped.
         model, wrapper = load_model(folder, max_seq_length=max_seq_length)
         chosen = _dtype(dtype)
@@ -297,7 +297,7 @@ class FastLanguageModel:
         # Under mlx.launch every rank runs the save cells; rank 0 writes, as under torchrun with HF's main process.
         write_on_main_rank_only(model)
         write_on_main_rank_only(tokenizer)
-        return model, tokenizer
+        return request_gradient_checkpointing(model, kwargs), tokenizer
 
     @staticmethod
     def get_peft_model(
@@ -331,7 +331,7 @@ class FastLanguageModel:
         model.print_trainable_parameters = MethodType(print_trainable_parameters, model)
         if max_seq_length is not None:
             setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))
-        return model
+        return request_gradient_checkpointing(model, kwargs)
 
     @staticmethod
     def for_inference(model: Any) -> Any:

@@ -73,7 +73,6 @@ INERT_KEYWORDS: Dict[str, Tuple[Any, ...]] = {
     "include_num_input_tokens_seen": (None, False, "no"),
     "include_tokens_per_second": _OFF,
     "include_for_metrics": (None, []),
-    "gradient_checkpointing": (None, False, True),
     "gradient_checkpointing_kwargs": (None, {}),
     "activation_checkpointing": (None, False, True),
     "activation_checkpointing_kwargs": (None, {}),

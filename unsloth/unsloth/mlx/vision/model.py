@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence, Tuple
 import mlx.core as mx
 
 from unsloth_zoo.mlx.loading import resolve_model_folder
+from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 
 from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE
 from ..models.language import (
@@ -50,13 +51,14 @@ from .backend import load_model_and_processor
 __all__ = ["FastVisionModel", "UnslothVisionDataCollator"]
 
 DEFAULT_MAX_SEQ_LENGTH = 2048
-VISION_LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit")
+VISION_LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit", "use_gradient_checkpointing")
 VISION_PEFT_USED = (
     "finetune_vision_layers",
     "finetune_language_layers",
     "finetune_attention_modules",
     "finetune_mlp_modules",
     "use_rslora",
+    "use_gradient_checkpointing",
 )
 
 
@@ -102,7 +104,7 @@ class FastVisionModel:
             model, processor = FastVisionModel.from_pretrained(
                 base, max_seq_length, dtype, load_in_4bit=bits == 4, load_in_8bit=bits == 8, token=token
             )
-            return load_vision_adapter(model, folder, adapter), processor
+            return request_gradient_checkpointing(load_vision_adapter(model, folder, adapter), kwargs), processor
         if not folder.is_dir():
             raise FileNotFoundError(f"no model folder at {folder}, and {str(model_name)!r} is not a Hub id (org/name)")
         model, processor = load_model_and_processor(folder)
@@ -123,7 +125,7 @@ class FastVisionModel:
         attach_generate(model, processor)
         write_on_main_rank_only(model)
         write_on_main_rank_only(processor)
-        return model, processor
+        return request_gradient_checkpointing(model, kwargs), processor
 
     @staticmethod
     def get_peft_model(
@@ -169,7 +171,7 @@ class FastVisionModel:
                 quantization=None if quantization is None else quantization.as_dict(),
             ),
         )
-        return model
+        return request_gradient_checkpointing(model, kwargs)
 
     @staticmethod
     def for_inference(model: Any) -> Any:
