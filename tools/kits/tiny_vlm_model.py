@@ -1,6 +1,6 @@
 """Build tiny random-weight vision-language model folders that `mlx-vlm` loads offline, with their processors.
 
-Each builder in `BUILDERS` (Qwen 2, 2.5 and 3 VL, Gemma 3) writes a config, safetensors made from mlx-vlm's own
+Each builder in `BUILDERS` (Qwen 2, 2.5 and 3 VL, Gemma 3, Pixtral as the Hub ships it) writes a config, safetensors made from mlx-vlm's own
 model classes, a byte-level BPE trained on the shared corpus with each family's special tokens, a chat template
 written here, and the image processor's settings, so vision tests never need a model hub.
 """
@@ -491,13 +491,15 @@ BUILDERS = {
     "qwen2_vl": build_tiny_qwen2_vl,
     "qwen3_vl": build_tiny_qwen3_vl,
     "gemma3": build_tiny_gemma3,
+    "pixtral": build_tiny_pixtral_as_hub,
 }
-# The side of the square images each family's tiny processor takes whole (4 image tokens).
+# The side of the square images each family's tiny processor takes whole, without resizing.
 IMAGE_SIDES = {
     "qwen2_5_vl": QWEN_IMAGE_SIDE,
     "qwen2_vl": QWEN_IMAGE_SIDE,
     "qwen3_vl": QWEN3_IMAGE_SIDE,
     "gemma3": GEMMA_IMAGE_SIDE,
+    "pixtral": PIXTRAL_IMAGE_SIDE,
 }
 # Each family's end-of-turn marker, as its chat template writes it.
 END_OF_TURN = {
@@ -505,6 +507,7 @@ END_OF_TURN = {
     "qwen2_vl": "<|im_end|>",
     "qwen3_vl": "<|im_end|>",
     "gemma3": "<end_of_turn>",
+    "pixtral": "<|eos|>",
 }
 
 
