@@ -160,3 +160,58 @@ def test_each_family_scales_its_rotary_layers(tmp_path: Path, architecture: str,
     model, _ = FastLanguageModel.from_pretrained(str(folder), max_seq_length=length)
     assert sorted(_ropes(model)) == scales and model.max_seq_length == length
     assert model(mx.array([list(range(2, 100)) * 6])).shape[1] == 588  # runs past the old positions
+
+
+# YaRN as Qwen 3's long-context configs write it, in transformers 5's `rope_parameters` layout too.
+QWEN3_YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "attention_factor": 1.2}
+
+
+@pytest.mark.parametrize("layout", ["rope_scaling", "rope_parameters"])
+@pytest.mark.parametrize("model_type", ["qwen3", "qwen2", "llama"])
+def test_yarn_is_written_with_the_keys_llama_cpp_s_converter_writes(tmp_path: Path, model_type: str, layout: str):
+    import gguf
+
+    from tools.kits.tiny_gguf_families import qwen3_config
+    from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
+    from unsloth import FastLanguageModel
+
+    scaling = {**QWEN3_YARN, "rope_theta": 10000.0} if layout == "rope_parameters" else QWEN3_YARN
+    config = {**qwen3_config(), "model_type": model_type, layout: scaling}
+    if model_type != "qwen3":
+        config.pop("head_dim")
+    folder = build_tiny_hybrid_model(tmp_path / "model", model_type, config=config)
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
+    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="f16")
+    arch = {"qwen3": "qwen3", "qwen2": "qwen2", "llama": "llama"}[model_type]
+    fields = {name: field.contents() for name, field in gguf.GGUFReader(str(path)).fields.items()}
+    assert fields[f"{arch}.rope.scaling.type"] == "yarn"
+    assert fields[f"{arch}.rope.scaling.factor"] == 4.0
+    assert fields[f"{arch}.rope.scaling.original_context_length"] == 32
+    assert fields[f"{arch}.rope.scaling.yarn_beta_fast"] == 32.0
+    assert fields[f"{arch}.rope.scaling.yarn_beta_slow"] == 1.0
+    assert fields[f"{arch}.rope.scaling.yarn_attn_factor"] == pytest.approx(1.2)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"mscale": 0.707}, r"mscale=0\.707: mlx_lm's YaRN and llama.cpp's do not apply it alike"),
+        ({"extrapolation_factor": 0.5}, r"extrapolation_factor=0\.5"),
+        ({"mscale_all_dim": 0.707}, "llama.cpp reads it only for DeepSeek"),
+    ],
+)
+def test_yarn_settings_mlx_lm_and_llama_cpp_read_apart_are_refused(extra: dict, message: str):
+    from unsloth.mlx.gguf.convert import UnsupportedModel, rope_scaling
+
+    with pytest.raises(UnsupportedModel, match=message):
+        rope_scaling({"model_type": "qwen3", "rope_scaling": {**QWEN3_YARN, **extra}})
+    assert rope_scaling({"model_type": "qwen3", "rope_scaling": {**QWEN3_YARN, "mscale": 1.0}})["rope_type"] == "yarn"
+
+
+def test_yarn_outside_the_families_checked_against_llama_cpp_is_refused_by_name():
+    from unsloth.mlx.gguf.convert import UnsupportedModel, rope_scaling
+
+    with pytest.raises(UnsupportedModel, match=r"'yarn' .* yarn for llama, mistral, qwen2, qwen3, gpt_oss"):
+        rope_scaling({"model_type": "phi3", "rope_scaling": QWEN3_YARN})
+    with pytest.raises(UnsupportedModel, match="mlx_lm's qwen3_moe builds a plain RoPE and ignores rope_scaling"):
+        rope_scaling({"model_type": "qwen3_moe", "rope_scaling": QWEN3_YARN})

@@ -93,6 +93,22 @@ def qwen3_moe_config() -> dict:
     }
 
 
+def qwen3_config() -> dict:
+    """Qwen 3 dense: per-head query and key norms, a head wider than hidden / heads."""
+    return {
+        **_COMMON_DENSE,
+        "model_type": "qwen3",
+        "architectures": ["Qwen3ForCausalLM"],
+        "head_dim": 64,
+        "intermediate_size": 2 * WIDTH,
+        "tie_word_embeddings": False,
+    }
+
+
+# YaRN with an original context short enough that the test prompt's positions pass it.
+YARN = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0}
+
+
 def olmo2_config() -> dict:
     """OLMo 2: norms after attention and MLP rather than before, query and key normed over all heads at once."""
     return {

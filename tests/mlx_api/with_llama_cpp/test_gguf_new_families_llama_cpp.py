@@ -1,7 +1,7 @@
 """The hybrid and mixture-of-experts families, exported to GGUF and run by llama.cpp, continue a prompt as MLX does.
 
 A tiny model of each (LFM2, Granite 4.0-H with experts and dense, Granite 4.0 without Mamba layers, gpt-oss,
-gpt-oss with YaRN, Granite 3, Qwen 3 MoE, OLMo 2; `tools/kits/tiny_gguf_families.py`, 256 wide so K-quant blocks
+gpt-oss and Qwen 3 with YaRN, Granite 3, Qwen 3 MoE, OLMo 2; `tools/kits/tiny_gguf_families.py`, 256 wide so K-quant blocks
 fit) is LoRA-trained until it answers, exported in f16, q8_0 and q4_k_m, and the three files are run by one fresh
 llama.cpp process, with the bounds `test_gguf_families_llama_cpp.py` holds the first seven families to.
 """
@@ -12,7 +12,9 @@ import pytest
 
 from tools.kits.tiny_gguf_families import (
     GGUF_FAMILIES,
+    YARN,
     build_gguf_family_model,
+    qwen3_config,
     split_as_o200k,
     wide_gpt_oss,
     wide_granitemoehybrid,
@@ -21,13 +23,13 @@ from tools.kits.tiny_gguf_families import (
 from .agreement import NEW_TOKENS, agreement, llama_cpp_continuations, mlx_greedy, prompt_text, train_until_it_answers
 from .test_gguf_families_llama_cpp import EXPECTED, STEPS
 
-# gpt-oss as published: YaRN, here with an original context short enough that the prompt's positions pass it.
-YARN = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0}
 # Granite 4.0 with attention in every layer, which llama.cpp reads as a Granite MoE file.
 ATTENTION_ONLY = {**wide_granitemoehybrid(moe=True), "layer_types": ["attention"] * 3}
 # name: (config, module names LoRA targets) for the variants built here.
 EXTRA = {
     "gpt_oss_yarn": ({**wide_gpt_oss(), "rope_scaling": YARN}, GGUF_FAMILIES["gpt_oss"][1]),
+    # Qwen 3's long-context setting, past its original context within the prompt.
+    "qwen3_yarn": ({**qwen3_config(), "rope_scaling": YARN}, GGUF_FAMILIES["olmo2"][1]),
     "granitemoehybrid_attention_only": (
         ATTENTION_ONLY,
         ("q_proj", "k_proj", "v_proj", "o_proj", "input_linear", "output_linear"),

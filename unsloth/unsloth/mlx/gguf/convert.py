@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from .coverage import verdict
-from .families import FAMILIES, GRANITE_4_ATTENTION_ONLY, Family
+from .families import FAMILIES, GRANITE_4_ATTENTION_ONLY, YARN_REFUSALS, Family
 from .architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
@@ -94,10 +94,29 @@ def rope_scaling(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     family = FAMILIES.get(str(config.get("model_type")))
     if kind not in _ROPE_TYPES and not (kind == "yarn" and family is not None and family.yarn):
         yarn = ", ".join(name for name, known in FAMILIES.items() if known.yarn)
-        raise UnsupportedModel(
-            f"rope_scaling of type {kind!r} cannot be written to GGUF here (known: llama3, linear; yarn for {yarn})"
-        )
+        why = YARN_REFUSALS.get(str(config.get("model_type")), f"known: llama3, linear; yarn for {yarn}")
+        raise UnsupportedModel(f"rope_scaling of type {kind!r} cannot be written to GGUF here ({why})")
+    if kind == "yarn":
+        _refuse_yarn_settings_read_apart(scaling)
     return None if kind == "default" else {**scaling, "rope_type": kind}
+
+
+# YaRN settings mlx_lm's YarnRoPE and llama.cpp's graph read differently, with the value each takes by default.
+# (llama.cpp recomputes the attention factor from the scaling factor whatever the file says, as mlx_lm does.)
+_YARN_READ_APART = {"extrapolation_factor": 1.0, "mscale": 1.0}
+
+
+def _refuse_yarn_settings_read_apart(scaling: Dict[str, Any]) -> None:
+    for key, default in _YARN_READ_APART.items():
+        if scaling.get(key) is not None and scaling[key] != default:
+            raise UnsupportedModel(
+                f"YaRN rope_scaling with {key}={scaling[key]!r}: mlx_lm's YaRN and llama.cpp's do not apply it alike"
+            )
+    if scaling.get("mscale_all_dim"):
+        raise UnsupportedModel(
+            f"YaRN rope_scaling with mscale_all_dim={scaling['mscale_all_dim']!r}: llama.cpp reads it only for "
+            "DeepSeek's architectures"
+        )
 
 
 def llama3_rope_factors(config: Dict[str, Any], scaling: Dict[str, Any]) -> np.ndarray:
@@ -190,6 +209,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
         writer.add_rope_scaling_orig_ctx_len(int(scaling["original_max_position_embeddings"]))
         writer.add_rope_scaling_yarn_beta_fast(float(scaling.get("beta_fast", 32.0)))
         writer.add_rope_scaling_yarn_beta_slow(float(scaling.get("beta_slow", 1.0)))
+        attention = scaling.get("attention_factor", scaling.get("attn_factor"))
+        if attention is not None:
+            writer.add_rope_scaling_yarn_attn_factor(float(attention))
     if family.architecture == "gemma2":
         writer.add_float32("gemma2.attn_logit_softcapping", float(config.get("attn_logit_softcapping") or 50.0))
         writer.add_float32("gemma2.final_logit_softcapping", float(config.get("final_logit_softcapping") or 30.0))

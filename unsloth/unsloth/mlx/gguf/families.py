@@ -31,10 +31,10 @@ class Family:
 
 
 FAMILIES = {
-    "llama": Family("llama", permute_rotary=True),
-    "mistral": Family("llama", permute_rotary=True),
-    "qwen2": Family("qwen2"),
-    "qwen3": Family("qwen3"),
+    "llama": Family("llama", permute_rotary=True, yarn=True),
+    "mistral": Family("llama", permute_rotary=True, yarn=True),
+    "qwen2": Family("qwen2", yarn=True),
+    "qwen3": Family("qwen3", yarn=True),
     "gemma2": Family("gemma2", norm_offset=1.0, tied_only=True),
     "gemma3_text": Family("gemma3", norm_offset=1.0),
     "phi3": Family("phi3"),
@@ -49,6 +49,11 @@ FAMILIES = {
 GRANITE_4_ATTENTION_ONLY = {
     False: FAMILIES["granite"],
     True: Family("granitemoe", permute_rotary=True, key="GRANITE_MOE"),
+}
+# Why YaRN is refused for a family llama.cpp would apply it to, where the reason is more than "not checked here".
+YARN_REFUSALS = {
+    "qwen3_moe": "mlx_lm's qwen3_moe builds a plain RoPE and ignores rope_scaling, so the model trained here never "
+    "applied YaRN and llama.cpp would",
 }
 # Why a type llama.cpp loads is still refused, where more is known than "no converter here yet".
 NOTES: Dict[str, str] = {
