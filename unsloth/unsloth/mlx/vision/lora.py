@@ -10,7 +10,6 @@ adapter config lists every adapted module by its full path, so reloading puts Lo
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import re
@@ -66,16 +65,20 @@ def _is_linear(module: Any) -> bool:
     return isinstance(module, (nn.Linear, nn.QuantizedLinear))
 
 
-@functools.lru_cache(maxsize=None)
+_SOURCES: Dict[type, str] = {}
+
+
 def _class_source(owner: type) -> str:
-    """The source of a module class and its bases (empty where Python cannot read it)."""
-    texts = []
-    for cls in owner.__mro__:
-        try:
-            texts.append(inspect.getsource(cls))
-        except (OSError, TypeError):
-            continue
-    return "\n".join(texts)
+    """The source of a module class and its bases (empty where Python cannot read it), read once per class."""
+    if owner not in _SOURCES:
+        texts = []
+        for cls in owner.__mro__:
+            try:
+                texts.append(inspect.getsource(cls))
+            except (OSError, TypeError):
+                continue
+        _SOURCES[owner] = "\n".join(texts)
+    return _SOURCES[owner]
 
 
 def reads_weight_directly(parent: Any, name: str) -> bool:
