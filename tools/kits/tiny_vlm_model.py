@@ -359,21 +359,18 @@ PIXTRAL_TEMPLATE = (
 PIXTRAL_IMAGE_SIDE = 32
 
 
-def build_tiny_pixtral_as_hub(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
-    """A tiny Pixtral written as the Hub ships Pixtral: `model_type: llava` with a `pixtral` vision config, and
-    weights from mlx-vlm's `pixtral` module (its `llava` module cannot build that tower)."""
-    from mlx_vlm.models import pixtral
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    ids = _write_tokenizer(folder, vocab_size, PIXTRAL_SPECIAL, PIXTRAL_TEMPLATE, bos_token="<|system|>")
-    config = {
-        "model_type": "llava",
-        "architectures": ["LlavaForConditionalGeneration"],
+def _pixtral_config(ids: Dict[str, int], model_type: str) -> dict:
+    """A Pixtral-towered config as the Hub writes it for `model_type` (llava for Pixtral, mistral3 for Mistral 3)."""
+    return {
+        "model_type": model_type,
+        "architectures": [
+            "LlavaForConditionalGeneration" if model_type == "llava" else "Mistral3ForConditionalGeneration"
+        ],
         "image_token_index": ids["[IMG]"],
         "vision_feature_layer": -1,
         "vision_feature_select_strategy": "full",
         "projector_hidden_act": "gelu",
+        "spatial_merge_size": 2,
         "vocab_size": ids["__size__"],
         "eos_token_id": ids["<|eos|>"],
         "text_config": {
@@ -384,6 +381,7 @@ def build_tiny_pixtral_as_hub(folder: str | Path, *, seed: int = 0, vocab_size: 
             "intermediate_size": 128,
             "num_attention_heads": 4,
             "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-5,
             "vocab_size": ids["__size__"],
             "rope_theta": 10000.0,
             "max_position_embeddings": 1024,
@@ -400,6 +398,13 @@ def build_tiny_pixtral_as_hub(folder: str | Path, *, seed: int = 0, vocab_size: 
             "rope_theta": 10000.0,
         },
     }
+
+
+def _build_pixtral_towered(folder: str | Path, model_type: str, module: Any, merge: int, seed: int, vocab: int) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = _write_tokenizer(folder, vocab, PIXTRAL_SPECIAL, PIXTRAL_TEMPLATE, bos_token="<|system|>")
+    config = _pixtral_config(ids, model_type)
     _write_json(folder / "config.json", config)
     _write_json(
         folder / "preprocessor_config.json",
@@ -417,14 +422,30 @@ def build_tiny_pixtral_as_hub(folder: str | Path, *, seed: int = 0, vocab_size: 
         {
             "processor_class": "PixtralProcessor",
             "patch_size": 8,
-            "spatial_merge_size": 1,
+            "spatial_merge_size": merge,
             "image_token": "[IMG]",
             "image_break_token": "[IMG_BREAK]",
             "image_end_token": "[IMG_END]",
         },
     )
-    _save_weights(folder, _model(pixtral, {**config, "model_type": "pixtral"}, seed))
+    module_name = module.__name__.rsplit(".", 1)[-1]
+    _save_weights(folder, _model(module, {**config, "model_type": module_name}, seed))
     return folder
+
+
+def build_tiny_pixtral_as_hub(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A tiny Pixtral written as the Hub ships Pixtral: `model_type: llava` with a `pixtral` vision config, and
+    weights from mlx-vlm's `pixtral` module (its `llava` module cannot build that tower)."""
+    from mlx_vlm.models import pixtral
+
+    return _build_pixtral_towered(folder, "llava", pixtral, 1, seed, vocab_size)
+
+
+def build_tiny_mistral3(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A tiny Mistral 3 (Pixtral tower, 2x2 patch merger) in `folder`; returns its path."""
+    from mlx_vlm.models import mistral3
+
+    return _build_pixtral_towered(folder, "mistral3", mistral3, 2, seed, vocab_size)
 
 
 # Gemma 4's token ids in the tiny model below (it has no tokenizer: its tests feed ids).
@@ -492,6 +513,7 @@ BUILDERS = {
     "qwen3_vl": build_tiny_qwen3_vl,
     "gemma3": build_tiny_gemma3,
     "pixtral": build_tiny_pixtral_as_hub,
+    "mistral3": build_tiny_mistral3,
 }
 # The side of the square images each family's tiny processor takes whole, without resizing.
 IMAGE_SIDES = {
@@ -500,6 +522,7 @@ IMAGE_SIDES = {
     "qwen3_vl": QWEN3_IMAGE_SIDE,
     "gemma3": GEMMA_IMAGE_SIDE,
     "pixtral": PIXTRAL_IMAGE_SIDE,
+    "mistral3": PIXTRAL_IMAGE_SIDE,
 }
 # Each family's end-of-turn marker, as its chat template writes it.
 END_OF_TURN = {
@@ -508,6 +531,7 @@ END_OF_TURN = {
     "qwen3_vl": "<|im_end|>",
     "gemma3": "<end_of_turn>",
     "pixtral": "<|eos|>",
+    "mistral3": "<|eos|>",
 }
 
 

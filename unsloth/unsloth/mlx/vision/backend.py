@@ -36,7 +36,7 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
         "granite4_vision", "granite_vision", "hunyuan_vl", "idefics2", "idefics3", "indic_ocr", "inkling", "internvl",
         "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "lfm2_vl", "llama4", "llava", "llava_bunny",
         "llava_next", "llava_onevision", "llmjpvl", "locateanything", "mage_vl", "mimo_v2", "minicpmo", "minicpmv4_6",
-        "minicpmv4_7", "minimax_m3_vl", "mistral3", "mllama", "molmo", "molmo2", "molmo_point", "moondream2",
+        "minicpmv4_7", "minimax_m3_vl", "mllama", "molmo", "molmo2", "molmo_point", "moondream2",
         "moondream3", "multi_modality", "muse_glimmer", "muse_spark", "nemotron_h_nano_omni", "nemotron_parse",
         "paddleocr_vl", "paligemma", "phi3_v", "phi4_siglip", "phi4mm", "plamo2vl", "prism_hadamard_qwen35",
         "qwen3_5", "qwen3_5_moe", "qwen3_omni_moe", "qwen3_vl_moe", "qwen4_exp", "smolvlm", "step3p7", "unlimited_ocr",
