@@ -247,21 +247,69 @@ def build_tiny_qwen3_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 
     folder.mkdir(parents=True, exist_ok=True)
     config = qwen3_vl_config(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
     _write_json(folder / "config.json", config)
-    pixels = QWEN3_IMAGE_SIDE * QWEN3_IMAGE_SIDE
-    _write_json(
-        folder / "preprocessor_config.json",
-        {
-            "image_processor_type": "Qwen2VLImageProcessorFast",
-            "processor_class": "Qwen3VLProcessor",
-            "patch_size": 16,
-            "merge_size": 2,
-            "temporal_patch_size": 2,
-            "size": {"shortest_edge": pixels, "longest_edge": pixels},
-            "image_mean": [0.5, 0.5, 0.5],
-            "image_std": [0.5, 0.5, 0.5],
-        },
-    )
+    _write_json(folder / "preprocessor_config.json", _qwen3_preprocessor("Qwen3VLProcessor"))
     _save_weights(folder, _model(qwen3_vl, config, seed))
+    return folder
+
+
+def _qwen3_preprocessor(processor_class: str) -> dict:
+    pixels = QWEN3_IMAGE_SIDE * QWEN3_IMAGE_SIDE
+    return {
+        "image_processor_type": "Qwen2VLImageProcessorFast",
+        "processor_class": processor_class,
+        "patch_size": 16,
+        "merge_size": 2,
+        "temporal_patch_size": 2,
+        "size": {"shortest_edge": pixels, "longest_edge": pixels},
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+    }
+
+
+def qwen3_5_config(ids: Dict[str, int]) -> dict:
+    """Qwen 3.5: Qwen 3 VL's tower under a hybrid text model (gated delta layers, every second one full attention)."""
+    config = qwen3_vl_config(ids)
+    config.update(model_type="qwen3_5", architectures=["Qwen3_5ForConditionalGeneration"])
+    config["vision_config"] = {**config["vision_config"], "model_type": "qwen3_5", "deepstack_visual_indexes": []}
+    config["text_config"] = {
+        "model_type": "qwen3_5_text",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "linear_num_value_heads": 4,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4,
+        "num_hidden_layers": 2,
+        "full_attention_interval": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": ids["__size__"],
+        "max_position_embeddings": 1024,
+        "tie_word_embeddings": True,
+        "rope_parameters": {
+            "type": "default",
+            "mrope_section": [1, 1, 0],
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.25,
+            "mrope_interleaved": True,
+        },
+    }
+    return config
+
+
+def build_tiny_qwen3_5(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Qwen 3.5 (vision) in `folder`; returns its path."""
+    from mlx_vlm.models import qwen3_5
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = qwen3_5_config(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
+    _write_json(folder / "config.json", config)
+    _write_json(folder / "preprocessor_config.json", _qwen3_preprocessor("Qwen3VLProcessor"))
+    _save_weights(folder, _model(qwen3_5, config, seed))
     return folder
 
 
@@ -511,6 +559,7 @@ BUILDERS = {
     "qwen2_5_vl": build_tiny_qwen25_vl,
     "qwen2_vl": build_tiny_qwen2_vl,
     "qwen3_vl": build_tiny_qwen3_vl,
+    "qwen3_5": build_tiny_qwen3_5,
     "gemma3": build_tiny_gemma3,
     "pixtral": build_tiny_pixtral_as_hub,
     "mistral3": build_tiny_mistral3,
@@ -520,6 +569,7 @@ IMAGE_SIDES = {
     "qwen2_5_vl": QWEN_IMAGE_SIDE,
     "qwen2_vl": QWEN_IMAGE_SIDE,
     "qwen3_vl": QWEN3_IMAGE_SIDE,
+    "qwen3_5": QWEN3_IMAGE_SIDE,
     "gemma3": GEMMA_IMAGE_SIDE,
     "pixtral": PIXTRAL_IMAGE_SIDE,
     "mistral3": PIXTRAL_IMAGE_SIDE,
@@ -529,6 +579,7 @@ END_OF_TURN = {
     "qwen2_5_vl": "<|im_end|>",
     "qwen2_vl": "<|im_end|>",
     "qwen3_vl": "<|im_end|>",
+    "qwen3_5": "<|im_end|>",
     "gemma3": "<end_of_turn>",
     "pixtral": "<|eos|>",
     "mistral3": "<|eos|>",

@@ -39,7 +39,7 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
         "minicpmv4_7", "minimax_m3_vl", "mllama", "molmo", "molmo2", "molmo_point", "moondream2",
         "moondream3", "multi_modality", "muse_glimmer", "muse_spark", "nemotron_h_nano_omni", "nemotron_parse",
         "paddleocr_vl", "paligemma", "phi3_v", "phi4_siglip", "phi4mm", "plamo2vl", "prism_hadamard_qwen35",
-        "qwen3_5", "qwen3_5_moe", "qwen3_omni_moe", "qwen3_vl_moe", "qwen4_exp", "smolvlm", "step3p7", "unlimited_ocr",
+        "qwen3_5_moe", "qwen3_omni_moe", "qwen3_vl_moe", "qwen4_exp", "smolvlm", "step3p7", "unlimited_ocr",
         "youtu_vl", "zaya1_vl",
     ),
 }  # fmt: skip
