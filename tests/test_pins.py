@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -131,3 +133,113 @@ def test_wheel_smoke_fails_on_a_development_install():
     assert "FAIL: unsloth_zoo is present, expected the twin install" in report
     assert "not from the installed wheel" in report
     assert "FAIL: the policy came from unsloth_zoo.dataset_num_proc, expected unsloth.dataset_num_proc" in report
+
+
+# ---- every package a session installs has a pin -----------------------------------------------------------------
+
+NOXFILE = pins.REPO_ROOT / "noxfile.py"
+# The Python `nox -s lock` ran every session on; the other Pythons hold pins for the default sessions they can install.
+LOCK_PYTHON = "py3.11"
+# Pins that cannot exist, each with its reason: the session's own requirement has no release for that Python.
+UNRESOLVABLE = {("py3.10", "mlx", "mlx-lm-lora"): "mlx-lm-lora 5.10.2 requires Python >= 3.11"}
+# `pip freeze` never lists these, so a lock cannot record them; the build session names setuptools' version itself.
+FREEZE_OMITS = frozenset({"pip", "setuptools", "wheel"})
+_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _constants(tree: ast.Module) -> dict:
+    """Module-level `NAME = ...` assignments of the noxfile, by name."""
+    return {
+        node.targets[0].id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+    }
+
+
+def _requirements(node: ast.expr, constants: dict) -> list:
+    """Requirement strings an install argument stands for; a local wheel (a call) and pip's flags stand for none."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [] if node.value.startswith("-") else [node.value]
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return [str(node.values[0].value)]
+    if isinstance(node, ast.Starred):
+        return _requirements(node.value, constants)
+    if isinstance(node, ast.Name) and node.id in constants:
+        return _requirements(constants[node.id], constants)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [name for item in node.elts for name in _requirements(item, constants)]
+    return []
+
+
+def _is_session(decorator: ast.expr) -> bool:
+    call = decorator if isinstance(decorator, ast.Call) else None
+    target = call.func if call else decorator
+    if not (isinstance(target, ast.Attribute) and target.attr == "session"):
+        return False
+    # A session run with python=False has no venv, so nothing of its own to pin.
+    return not any(
+        keyword.arg == "python" and getattr(keyword.value, "value", None) is False
+        for keyword in (call.keywords if call else [])
+    )
+
+
+def session_installs(source: str) -> dict:
+    """Each venv-owning session's name and the distributions it names in `_install_packages` / `session.install`."""
+    tree = ast.parse(source)
+    constants = _constants(tree)
+    sessions = {}
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef) or not any(_is_session(item) for item in function.decorator_list):
+            continue
+        names = set()
+        for call in ast.walk(function):
+            if not isinstance(call, ast.Call):
+                continue
+            callee = call.func
+            direct = isinstance(callee, ast.Name) and callee.id == "_install_packages"
+            via_session = isinstance(callee, ast.Attribute) and callee.attr == "install"
+            if direct or via_session:
+                for argument in call.args[1:] if direct else call.args:
+                    for requirement in _requirements(argument, constants):
+                        names.add(pins.normalize_name(_REQUIREMENT_NAME.match(requirement).group(0)))
+        sessions[function.name] = names
+    return sessions
+
+
+def test_session_installs_reads_names_through_constants_and_skips_flags_and_wheels():
+    source = (
+        "import nox\nDEPS = ['datasets', 'mlx[cpu]']\nPINNED = 'mlx-vlm==0.7.10'\n"
+        "@nox.session\ndef one(session):\n"
+        "    _install_packages(session, *DEPS, f'torch=={x}', str(_wheel(session)))\n"
+        "    session.install('--no-deps', PINNED)\n"
+        "@nox.session(python=False)\ndef tool(session):\n    session.install('ruff')\n"
+    )
+    assert session_installs(source) == {"one": {"datasets", "mlx", "torch", "mlx-vlm"}}
+
+
+def _pin_files(session: str) -> list:
+    return sorted(path for path in pins.PINS_DIR.glob(f"py*/{session}*.txt") if path.stem.split("-")[0] == session)
+
+
+@pytest.mark.parametrize("session, names", sorted(session_installs(NOXFILE.read_text()).items()))
+def test_every_package_a_session_installs_is_pinned(session, names):
+    files = _pin_files(session)
+    assert any(path.parent.name == LOCK_PYTHON for path in files), (
+        f"session {session} has no pins for {LOCK_PYTHON}: run `nox -s lock`"
+    )
+    missing = []
+    for path in files:
+        pinned = pins.parse_pins(path.read_text())
+        missing += [
+            f"{path.relative_to(pins.REPO_ROOT)}: {name}"
+            for name in sorted(names - set(pinned) - FREEZE_OMITS)
+            if (path.parent.name, session, name) not in UNRESOLVABLE
+        ]
+    assert not missing, f"installed unpinned (run `nox -s lock`): {missing}"
+
+
+@pytest.mark.parametrize("where", sorted(UNRESOLVABLE), ids=lambda where: "/".join(where))
+def test_each_unresolvable_pin_is_still_missing_and_still_installed(where):
+    python, session, name = where
+    assert name in session_installs(NOXFILE.read_text())[session], f"{session} no longer installs {name}: drop {where}"
+    assert name not in pins.parse_pins((pins.PINS_DIR / python / f"{session}.txt").read_text()), f"drop {where}"
