@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, List, NamedTuple, Optional
 
 from .families import DEFAULT_INSTRUCTION_PART, DEFAULT_RESPONSE_PART, FAMILIES, family_of_template
+from .families.base import BOS
 
 QUESTIONS = ("UNSLOTHPROBEQUESTIONONE", "UNSLOTHPROBEQUESTIONTWO")
 ANSWERS = ("UNSLOTHPROBEANSWERONE", "UNSLOTHPROBEANSWERTWO")
@@ -87,7 +88,10 @@ def find_markers(tokenizer: Any, instruction_part: Optional[str], response_part:
     name = getattr(tokenizer, FAMILY_ATTRIBUTE, None) or family_of_template(template)
     if name in FAMILIES:
         family = FAMILIES[name]
-        found = Markers(family.instruction_part, family.response_part, f"family table {name!r}")
+        # Llama 2 opens every instruction with the BOS, so its marker is written with `{bos}` in the table.
+        bos = getattr(tokenizer, "bos_token", None) or ""
+        parts = (part.replace(BOS, bos) for part in (family.instruction_part, family.response_part))
+        found = Markers(*parts, f"family table {name!r}")
     elif template:
         try:
             found = probe_markers(tokenizer)

@@ -14,10 +14,13 @@ from typing import Any, Optional, Tuple
 # Each family's image placeholder as its published template writes it.
 FAMILY_IMAGE_TEXT = {
     "gemma-3": "<start_of_image>",
+    "gemma-3n": "<image_soft_token>",
+    "gemma-4": "<|image|>",
+    "gemma-4-thinking": "<|image|>",
     "qwen-2.5": "<|vision_start|><|image_pad|><|vision_end|>",
     "qwen-3": "<|vision_start|><|image_pad|><|vision_end|>",
     "chatml": "<|vision_start|><|image_pad|><|vision_end|>",
-    "llama-3.2": "<|image|>",
+    "llama-3.1": "<|image|>",
 }
 # Processor attributes naming the text a processor expands into an image's tokens, the most specific first.
 PROCESSOR_IMAGE_ATTRIBUTES = ("boi_token", "image_token")

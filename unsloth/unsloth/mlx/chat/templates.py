@@ -2,7 +2,7 @@
 # Copyright 2026 the unsloth authors.
 """`get_chat_template`: give a tokenizer one of the families' chat formats, rendered by its `apply_chat_template`.
 
-The formats live in `chat_families`. A `mapping` (ShareGPT's from/value) and a default `system_message` are
+The formats live in `chat/families/`. A `mapping` (ShareGPT's from/value) and a default `system_message` are
 handled by a short Jinja prologue in front of the family's own template, so the family's text is never rewritten.
 With `map_eos_token=True` the family's end-of-turn marker becomes the tokenizer's EOS when the vocabulary holds it
 as one token, so generation stops at the end of a turn; the rendered text is the family's either way.
@@ -43,16 +43,24 @@ def _mapping_prologue(mapping: Dict[str, str]) -> str:
     )
 
 
+# What follows a part's type when it is refused: a text-only model cannot see it, a vision model takes images only.
+_UNSEEN_BY_TEXT_MODELS = (
+    "' was given to a text-only model's tokenizer, and the model cannot see or hear it: load the checkpoint with "
+    "FastVisionModel (or FastModel) to chat or train on images, audio or video"
+)
+_UNSEEN_BY_PROCESSORS = "' was given; vision models on MLX take text and image parts only"
+
+
 def _parts_prologue(image_text: Optional[str] = None) -> str:
-    """Jinja joining a content given as a list of parts into its text (an image part as `image_text`, when a
-    processor's); other keys of the message are kept."""
+    """Jinja joining a content given as a list of parts into its text; other keys of the message are kept.
+
+    An image part becomes `image_text` when a vision processor's; any other part is refused naming its type."""
     image = (
-        "{%- elif part is mapping and part['type'] == 'image' -%}{%- set text.value = text.value + "
-        + json.dumps(image_text)
-        + " -%}"
+        "{%- elif part['type'] == 'image' -%}{%- set text.value = text.value + " + json.dumps(image_text) + " -%}"
         if image_text
         else ""
     )
+    unseen = _UNSEEN_BY_PROCESSORS if image_text else _UNSEEN_BY_TEXT_MODELS
     return (
         "{%- set flat = namespace(items=[]) -%}"
         "{%- for message in messages -%}"
@@ -60,18 +68,20 @@ def _parts_prologue(image_text: Optional[str] = None) -> str:
         " and message['content'] is not mapping -%}"
         "{%- set text = namespace(value='') -%}"
         "{%- for part in message['content'] -%}"
-        "{%- if part is mapping and part['type'] == 'text' -%}{%- set text.value = text.value + part['text'] -%}"
+        "{%- if part is string -%}{%- set text.value = text.value + part -%}"
+        "{%- elif part['type'] == 'text' -%}{%- set text.value = text.value + part['text'] -%}"
         + image
-        + "{%- elif part is string -%}{%- set text.value = text.value + part -%}{%- endif -%}"
+        + "{%- else -%}{{- raise_exception("
+        + json.dumps("a content part of type '")
+        + " ~ part['type'] ~ "
+        + json.dumps(unseen)
+        + ") -}}{%- endif -%}"
         "{%- endfor -%}"
         "{%- set flat.items = flat.items + [dict(message, content=text.value)] -%}"
         "{%- else -%}{%- set flat.items = flat.items + [message] -%}{%- endif -%}"
         "{%- endfor -%}"
         "{%- set messages = flat.items -%}"
     )
-
-
-_PARTS_PROLOGUE = _parts_prologue()
 
 
 def _system_prologue(system_message: str) -> str:

@@ -26,6 +26,8 @@ HF_DEFAULTS = {"max_length": 20, "do_sample": False, "temperature": 1.0, "top_p"
 SAMPLING_KEYWORDS = ("temperature", "top_p", "top_k", "min_p")
 # Keywords that change nothing on MLX: the KV cache is always on, outputs come back as one array.
 INERT = {"use_cache", "token_type_ids", "synced_gpus", "position_ids", "cache_implementation"}
+# What a processor adds for images, audio and video (pixel_values, image_grid_thw, input_features, ...).
+MEDIA_INPUT_PREFIXES = ("pixel_", "image_", "input_features", "audio_", "video_")
 # Keywords accepted only at the value that means "off".
 DEFAULT_ONLY = {
     "num_beams": (None, 1),
@@ -119,6 +121,12 @@ def _ids(value: Any) -> frozenset:
 
 
 def _refuse_unknown(kwargs: dict) -> None:
+    media = sorted(name for name in kwargs if name.startswith(MEDIA_INPUT_PREFIXES))
+    if media:
+        raise GenerationInputError(
+            f"generate got {', '.join(media)}, but this is a text-only model, which cannot see or hear images, audio "
+            "or video: load the checkpoint with FastVisionModel (or FastModel) for multimodal generation"
+        )
     unknown = sorted(set(kwargs) - INERT - set(DEFAULT_ONLY))
     if unknown:
         raise GenerationInputError(f"generate on MLX does not take {', '.join(unknown)}")

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+# Stand-ins for the tokenizer's own tokens in markers and Ollama templates, filled in when they are used.
+BOS = "{bos}"
+EOS = "{eos}"
+
 
 class ChatFamily(NamedTuple):
     # Jinja, rendered by the tokenizer's `apply_chat_template`.

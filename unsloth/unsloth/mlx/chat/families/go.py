@@ -8,8 +8,8 @@ Each family's template renders what its Jinja template renders with `add_generat
 
 from __future__ import annotations
 
-EOS = "{eos}"
-BOS = "{bos}"
+from .base import BOS as BOS
+from .base import EOS as EOS
 
 SYSTEM = '{{ range .Messages }}{{ if eq .Role "system" }}{{ .Content }}{{ end }}{{ end }}'
 NOT_SYSTEM = '{{ range .Messages }}{{ if ne .Role "system" }}'
