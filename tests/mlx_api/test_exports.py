@@ -161,4 +161,4 @@ def test_get_chat_template_renders_zephyr_with_the_eos_closing_each_turn(load_pu
     own_text = tokenizer.apply_chat_template(own_system, tokenize=False)
     assert own_text == "<|system|>\nBe kind.<|eos|>\n<|user|>\nHi<|eos|>\n"
     with pytest.raises(ValueError, match=r"choose one of .*chatml"):
-        get_chat_template(tokenizer, "vicuna_old")
+        get_chat_template(tokenizer, "vicuna-9")
