@@ -53,6 +53,18 @@ QUESTIONS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _leaves_the_checkout_alone(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Each test runs in a folder of its own (a default output_dir lands there), and fails if the checkout's root
+    still gains an entry."""
+    before = set(os.listdir(REPO_ROOT))
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    added = sorted(set(os.listdir(REPO_ROOT)) - before)
+    if added:
+        pytest.fail(f"this test wrote {added} into {REPO_ROOT}: give it a path under tmp_path")
+
+
 def pytest_report_header() -> list:
     return [f"tests/mlx_api not collected: {', '.join(MISSING)} not installed"] if MISSING else []
 

@@ -16,6 +16,8 @@ from typing import Any, Callable  # noqa: E402
 import pytest  # noqa: E402
 from mlx_test_kit import MEMORISE_TEXTS, EventRecorder  # noqa: E402
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
 
 def _absent(name: str) -> bool:
     try:
@@ -32,6 +34,18 @@ collect_ignore_glob = ["test_*.py"] if MISSING else []
 
 def pytest_report_header() -> list:
     return [f"tests/mlx_backend not collected: {', '.join(MISSING)} not installed"] if MISSING else []
+
+
+@pytest.fixture(autouse=True)
+def _leaves_the_checkout_alone(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Each test runs in a folder of its own (a default output_dir lands there), and fails if the checkout's root
+    still gains an entry."""
+    before = set(os.listdir(REPO_ROOT))
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    added = sorted(set(os.listdir(REPO_ROOT)) - before)
+    if added:
+        pytest.fail(f"this test wrote {added} into {REPO_ROOT}: give it a path under tmp_path")
 
 
 @pytest.fixture(scope="session")
