@@ -496,28 +496,40 @@ def build_tiny_mistral3(folder: str | Path, *, seed: int = 0, vocab_size: int = 
     return _build_pixtral_towered(folder, "mistral3", mistral3, 2, seed, vocab_size)
 
 
-# Gemma 4's token ids in the tiny model below (it has no tokenizer: its tests feed ids).
-GEMMA4_TOKENS = {"vocab": 300, "image": 290, "boi": 289, "eoi": 291, "audio": 292, "boa": 293, "eoa": 294}
+# Gemma 4's token ids in the model-only tiny Gemma 4 (it has no tokenizer: its tests feed ids).
+GEMMA4_TOKENS = {"vocab": 300, "image": 290, "boi": 289, "eoi": 291, "audio": 292, "boa": 293, "eoa": 294, "eos": 1}
+GEMMA4_SPECIAL = ["<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>", "<|audio>", "<audio|>", "<|audio|>"]
+GEMMA4_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- for message in messages -%}"
+    "<|turn>{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}<|image|>"
+    "{%- elif part['type'] == 'text' %}{{ part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}<turn|>\n"
+    "{% endfor %}"
+    "{%- if add_generation_prompt %}<|turn>model\n{% endif %}"
+)
+GEMMA4_IMAGE_SIDE = 32
 
 
-def tiny_gemma4_model(seed: int = 0) -> Any:
-    """A tiny Gemma 4 (vision) as mlx-vlm's own model object, 4 soft tokens for a 32x32 image; no folder, no
-    processor (its processor needs a Gemma 4 tokenizer this kit does not build)."""
-    from mlx_vlm.models import gemma4
-
-    vocab = GEMMA4_TOKENS["vocab"]
-    config = {
+def gemma4_config(tokens: Dict[str, int]) -> dict:
+    """Gemma 4 (vision, no audio tower) with 4 soft tokens for a 32x32 image: 8-pixel patches pooled 2x2."""
+    vocab = tokens["vocab"]
+    return {
         "model_type": "gemma4",
+        "architectures": ["Gemma4ForConditionalGeneration"],
         "vocab_size": vocab,
-        "image_token_id": GEMMA4_TOKENS["image"],
-        "boi_token_id": GEMMA4_TOKENS["boi"],
-        "eoi_token_id": GEMMA4_TOKENS["eoi"],
-        "audio_token_id": GEMMA4_TOKENS["audio"],
-        "boa_token_id": GEMMA4_TOKENS["boa"],
-        "eoa_token_id": GEMMA4_TOKENS["eoa"],
+        "image_token_id": tokens["image"],
+        "boi_token_id": tokens["boi"],
+        "eoi_token_id": tokens["eoi"],
+        "audio_token_id": tokens["audio"],
+        "boa_token_id": tokens["boa"],
+        "eoa_token_id": tokens["eoa"],
         "hidden_size": 64,
         "vision_soft_tokens_per_image": 4,
-        "eos_token_id": [1],
+        "eos_token_id": [tokens["eos"]],
         "text_config": {
             "model_type": "gemma4_text",
             "hidden_size": 64,
@@ -535,6 +547,8 @@ def tiny_gemma4_model(seed: int = 0) -> Any:
             "sliding_window_pattern": 2,
             "max_position_embeddings": 1024,
             "use_double_wide_mlp": False,
+            # Image tokens attend to each other both ways, so a batch's per-token image types must line up.
+            "use_bidirectional_attention": "vision",
         },
         "vision_config": {
             "model_type": "gemma4_vision",
@@ -552,7 +566,42 @@ def tiny_gemma4_model(seed: int = 0) -> Any:
         },
         "audio_config": None,
     }
-    return _model(gemma4, config, seed)
+
+
+def tiny_gemma4_model(seed: int = 0) -> Any:
+    """A tiny Gemma 4 (vision) as mlx-vlm's own model object, with no folder and no tokenizer."""
+    from mlx_vlm.models import gemma4
+
+    return _model(gemma4, gemma4_config(GEMMA4_TOKENS), seed)
+
+
+def build_tiny_gemma4(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Gemma 4 (vision) in `folder`, with mlx-vlm's own Gemma 4 processor; returns its path."""
+    from mlx_vlm.models import gemma4
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    named = {"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>"}
+    named |= {"audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_token": "<audio|>"}
+    ids = _write_tokenizer(
+        folder, vocab_size, GEMMA4_SPECIAL, GEMMA4_TEMPLATE, bos_token="<|system|>", extra_special_tokens=named
+    )
+    tokens = {"vocab": ids["__size__"], "eos": ids["<turn|>"]}
+    tokens |= {"image": ids["<|image|>"], "boi": ids["<|image>"], "eoi": ids["<image|>"]}
+    tokens |= {"audio": ids["<|audio|>"], "boa": ids["<|audio>"], "eoa": ids["<audio|>"]}
+    config = gemma4_config(tokens)
+    _write_json(folder / "config.json", config)
+    _write_json(
+        folder / "processor_config.json",
+        {
+            "processor_class": "Gemma4Processor",
+            "image_processor": {"patch_size": 8, "max_soft_tokens": 4, "pooling_kernel_size": 2},
+            # 64 mel bins, not 128: with the default 512-point FFT some of 128 filters are empty, and numpy warns.
+            "feature_extractor": {"feature_size": 64},
+        },
+    )
+    _save_weights(folder, _model(gemma4, config, seed))
+    return folder
 
 
 BUILDERS = {
@@ -561,6 +610,7 @@ BUILDERS = {
     "qwen3_vl": build_tiny_qwen3_vl,
     "qwen3_5": build_tiny_qwen3_5,
     "gemma3": build_tiny_gemma3,
+    "gemma4": build_tiny_gemma4,
     "pixtral": build_tiny_pixtral_as_hub,
     "mistral3": build_tiny_mistral3,
 }
@@ -571,6 +621,7 @@ IMAGE_SIDES = {
     "qwen3_vl": QWEN3_IMAGE_SIDE,
     "qwen3_5": QWEN3_IMAGE_SIDE,
     "gemma3": GEMMA_IMAGE_SIDE,
+    "gemma4": GEMMA4_IMAGE_SIDE,
     "pixtral": PIXTRAL_IMAGE_SIDE,
     "mistral3": PIXTRAL_IMAGE_SIDE,
 }
@@ -581,6 +632,7 @@ END_OF_TURN = {
     "qwen3_vl": "<|im_end|>",
     "qwen3_5": "<|im_end|>",
     "gemma3": "<end_of_turn>",
+    "gemma4": "<turn|>",
     "pixtral": "<|eos|>",
     "mistral3": "<|eos|>",
 }

@@ -32,7 +32,7 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
     _UNCHECKED: (
         "aya_vision", "clef", "cohere_compass", "d1", "d1_omni", "deepseek_v4", "deepseek_v41", "deepseek_vl_v2",
         "deepseekocr", "deepseekocr_2", "dots_ocr", "ernie4_5_moe_vl", "falcon_ocr", "falcon_perception", "fastvlm",
-        "florence2", "gemma3n", "gemma4", "gemma4_unified", "glm4v", "glm4v_moe", "glm5_next", "glm_ocr", "got",
+        "florence2", "gemma3n", "gemma4_unified", "glm4v", "glm4v_moe", "glm5_next", "glm_ocr", "got",
         "granite4_vision", "granite_vision", "hunyuan_vl", "idefics2", "idefics3", "indic_ocr", "inkling", "internvl",
         "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "lfm2_vl", "llama4", "llava", "llava_bunny",
         "llava_next", "llava_onevision", "llmjpvl", "locateanything", "mage_vl", "mimo_v2", "minicpmo", "minicpmv4_6",

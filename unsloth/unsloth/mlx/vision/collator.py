@@ -42,6 +42,14 @@ class EncodedRow(NamedTuple):
     features: Dict[str, np.ndarray]
 
 
+def per_token_features(lengths: List[int], features: List[Dict[str, np.ndarray]]) -> frozenset:
+    """The names of the features holding one value per token, shaped (1, row length) in every row."""
+    names = set(features[0]) if features else set()
+    for length, row in zip(lengths, features):
+        names = {name for name in names if name in row and row[name].shape == (1, length)}
+    return frozenset(names)
+
+
 def _quiet(value: Any, quiet: tuple) -> bool:
     return any(value is item or (type(value) is type(item) and value == item) for item in quiet)
 
@@ -239,6 +247,10 @@ class UnslothVisionDataCollator:
             attention[slot, : len(row.ids)] = 1
             labels[slot, : len(row.ids)] = np.where(row.mask, row.ids, -100)
         batch: Dict[str, Any] = {"input_ids": ids, "attention_mask": attention, "labels": labels}
+        per_token = per_token_features([len(row.ids) for row in encoded], [row.features for row in encoded])
         for name in encoded[0].features:
-            batch[name] = np.concatenate([row.features[name] for row in encoded], axis=0)
+            values = [row.features[name] for row in encoded]
+            if name in per_token:
+                values = [np.pad(value, ((0, 0), (0, width - value.shape[1]))) for value in values]
+            batch[name] = np.concatenate(values, axis=0)
         return batch

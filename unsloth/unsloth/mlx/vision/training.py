@@ -18,7 +18,7 @@ import numpy as np
 from unsloth_zoo.mlx.data import TokenizedRows
 
 from ..training.train_data import TrainRows, columns
-from .collator import UnslothVisionDataCollator
+from .collator import UnslothVisionDataCollator, per_token_features
 from .backend import causal_logits, check_family
 
 
@@ -98,6 +98,7 @@ class VisionTrainRows(TrainRows):
     def __init__(self, source: TokenizedRows, masks: List[np.ndarray], features: List[Dict[str, np.ndarray]]):
         super().__init__(source)
         self.features = features
+        self.token_features = per_token_features([len(mask) for mask in masks], features)
         self.last_read: List[int] = []
         self.set_masks(masks)
 
@@ -105,20 +106,28 @@ class VisionTrainRows(TrainRows):
         self.last_read = list(self._read)
         return super().take_read_masks(width)
 
-    def read_features(self) -> Dict[str, mx.array]:
-        """The features of the rows last read, joined along the first axis in batch order."""
+    def read_features(self, width: int) -> Dict[str, mx.array]:
+        """The features of the rows last read, joined along the first axis in batch order; a per-token feature
+        (Gemma 4's `mm_token_type_ids`) right-padded with zeros to the batch's `width`, as the tokens are."""
         joined: Dict[str, List[np.ndarray]] = {}
         for index in self.last_read:
             for name, value in self.features[index].items():
+                if name in self.token_features:
+                    value = np.pad(value, ((0, 0), (0, width - value.shape[1])))
                 joined.setdefault(name, []).append(value)
         return {name: mx.array(np.concatenate(values, axis=0)) for name, values in joined.items()}
 
 
 def vision_loss(
-    model: Any, tokens: mx.array, lengths: mx.array, weights: mx.array, features: Dict[str, mx.array]
+    model: Any,
+    tokens: mx.array,
+    lengths: mx.array,
+    weights: mx.array,
+    features: Dict[str, mx.array],
+    token_features: frozenset = frozenset(),
 ) -> Any:
     """Mean next-token loss over the masked targets inside each row's length, and their count."""
-    extras = dict(features)
+    extras = {name: value[:, :-1] if name in token_features else value for name, value in features.items()}
     pixel_values = extras.pop("pixel_values", None)
     logits = causal_logits(model, tokens[:, :-1], pixel_values, extras)
     targets = tokens[:, 1:]
@@ -136,7 +145,8 @@ def vision_step(model: Any, rows: VisionTrainRows) -> Any:
 
     def forward_backward(tokens: Any, lengths: Any) -> Any:
         weights = mx.array(rows.take_read_masks(tokens.shape[1]))
-        (loss, count), grads = loss_and_grad(model, tokens, lengths, weights, rows.read_features())
+        features = rows.read_features(tokens.shape[1])
+        (loss, count), grads = loss_and_grad(model, tokens, lengths, weights, features, rows.token_features)
         return loss, count, grads
 
     return forward_backward
