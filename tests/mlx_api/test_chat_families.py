@@ -52,6 +52,7 @@ TURNS = {
     "gemma-3n": ("<start_of_turn>model\n", ("<end_of_turn>",)),
     "gemma-4": ("<|turn>model\n", ("<turn|>",)),
     "gemma-4-thinking": ("<|turn>model\n", ("<turn|>",)),
+    "gemma-4-thought-in-history": ("<|turn>model\n", ("<turn|>",)),
     "gpt-oss": ("<|start|>assistant", ("<|end|>", "<|return|>")),
     "phi-3": ("<|assistant|>\n", ("<|end|>",)),
     "zephyr": ("<|assistant|>\n", ("</s>",)),

@@ -70,7 +70,10 @@ SPECIALS = {
 }
 FAMILY_SPECIALS = {
     **{name: SPECIALS["llama"] for name in ("llama-3", "llama-3.1")},
-    **{name: SPECIALS["gemma"] for name in ("gemma-2", "gemma-3", "gemma-3n", "gemma_chatml", "gemma-4")},
+    **{
+        name: SPECIALS["gemma"]
+        for name in ("gemma-2", "gemma-3", "gemma-3n", "gemma_chatml", "gemma-4", "gemma-4-thought-in-history")
+    },
     **{name: SPECIALS["sentencepiece"] for name in ("mistral", "zephyr", "alpaca", "vicuna", "vicuna_old", "llama")},
     "phi-3": {"eos_token": "<|endoftext|>"},
 }

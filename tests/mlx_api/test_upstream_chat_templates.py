@@ -53,10 +53,11 @@ KEYWORDS = [
 ]
 
 
-def _tokenizer():
-    from transformers import PreTrainedTokenizerFast
+def _tokenizer(kind: str = "PreTrainedTokenizerFast"):
+    import transformers
 
-    return PreTrainedTokenizerFast(tokenizer_object=build_tokenizer(), bos_token="<|bos|>", eos_token="<|eos|>")
+    tokenizer_class = getattr(transformers, kind)
+    return tokenizer_class(tokenizer_object=build_tokenizer(), bos_token="<|bos|>", eos_token="<|eos|>")
 
 
 def _render(tokenizer, messages: list, add_generation_prompt: bool, keywords: dict) -> str:
@@ -109,3 +110,32 @@ def test_a_system_message_replaces_the_default_as_upstreams_does(name):
     ours = get_chat_template(_tokenizer(), name, system_message="Reply like a 'pirate'.")
     for messages in (PAIRS, SYSTEM + PAIRS):
         assert _render(ours, messages, True, {}) == _render(upstream, messages, True, {})
+
+
+@pytest.mark.parametrize("name", ["chatml", "gemma-4", "gemma-4-thinking", "llama", "qwen3-thinking", "alpaca"])
+def test_on_a_gemma_tokenizer_chatml_is_gemmas_and_every_template_starts_with_the_bos(name):
+    from unsloth.chat_templates import get_chat_template
+
+    upstream = _tokenizer("GemmaTokenizerFast")
+    upstream.chat_template = upstream_template(name, gemma_tokenizer=True)
+    ours = get_chat_template(_tokenizer("GemmaTokenizerFast"), name)
+    expected = _all_renderings(upstream)
+    assert all(text.startswith("<|bos|>") for text in expected.values() if not text.startswith("raised"))
+    assert _all_renderings(ours) == expected
+
+
+@pytest.mark.parametrize("name", ["gemma-4", "gemma4", "gemma-4-thinking", "gemma4-thinking"])
+def test_a_gemma_4_model_whose_template_primes_an_empty_thought_gets_it_in_every_answer(name, caplog):
+    from unsloth.chat_templates import get_chat_template
+
+    # The larger Gemma 4 checkpoints' own templates write this channel into answers without thinking.
+    own = "{%- for message in messages -%}{{ '<|channel>thought\\n<channel|>' + message['content'] }}{%- endfor -%}"
+    upstream = _tokenizer()
+    upstream.chat_template = TABLE.namespace["gemma4_empty_thought_template"]
+    tokenizer = _tokenizer()
+    tokenizer.chat_template = own
+    ours = get_chat_template(tokenizer, name)
+    assert _all_renderings(ours) == _all_renderings(upstream)
+    assert "empty thought channel" in caplog.text
+    # Asked again on the tokenizer now holding our template, the choice stays.
+    assert get_chat_template(ours, name).chat_template == ours.chat_template

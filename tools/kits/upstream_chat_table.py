@@ -86,11 +86,16 @@ def _escaped(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'").replace('"', '\\"')
 
 
-def upstream_template(name: str, system_message: Optional[str] = None) -> str:
+def upstream_template(name: str, system_message: Optional[str] = None, gemma_tokenizer: bool = False) -> str:
     """The Jinja text upstream's `get_chat_template(tokenizer, name)` stores: the table's template with its system
-    placeholder filled with `system_message` or the name's default."""
+    placeholder filled with `system_message` or the name's default. On a Gemma tokenizer upstream swaps "chatml"
+    for "gemma_chatml" and puts a BOS in front of a template that does not start with one."""
     table = upstream_chat_table()
+    if gemma_tokenizer and name == "chatml":
+        name = "gemma_chatml"
     template = table.templates[name][0]
+    if gemma_tokenizer and not template.startswith(("{{ bos_token }}", "{{- bos_token }}")):
+        template = "{{ bos_token }}" + template
     default = table.default_system_messages.get(name)
     if default is None:
         return template

@@ -14,14 +14,16 @@ import json
 import logging
 from typing import Any, Dict, Optional, Tuple, Union
 
-from .families import FAMILIES, family_name
-from .processor import text_owner
+from .families import FAMILIES, family_name, family_of_template
+from .families.gemma import EMPTY_THOUGHT_CHANNEL, GEMMA_4_NAMES
+from .processor import is_processor, text_owner
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAPPING = {"role": "role", "content": "content", "user": "user", "assistant": "assistant", "system": "system"}
 # The tokenizer attribute naming the family applied, read by train_on_responses_only.
 FAMILY_ATTRIBUTE = "unsloth_chat_family"
+THOUGHT_IN_HISTORY = "gemma-4-thought-in-history"
 
 
 def _mapping_prologue(mapping: Dict[str, str]) -> str:
@@ -111,15 +113,47 @@ def _map_eos(tokenizer: Any, stop_marker: Optional[str]) -> None:
     )
 
 
-def _template_and_stop(chat_template: Union[str, Tuple[str, str]]) -> Tuple[str, Optional[str], Optional[str]]:
-    """(jinja source, stop marker, family name) for a table name or a (template, eos_token) tuple."""
+def _is_gemma(tokenizer: Any) -> bool:
+    return type(tokenizer).__name__.startswith("Gemma")
+
+
+def _primes_empty_thought(*holders: Any) -> bool:
+    """A Gemma 4 model's own template (not one of ours) writes an empty thought channel into its answers."""
+    for holder in holders:
+        template = getattr(holder, "chat_template", None)
+        template = template.get("default") if isinstance(template, dict) else template
+        if not isinstance(template, str):
+            continue
+        ours = family_of_template(template)
+        if ours == THOUGHT_IN_HISTORY or (ours is None and any(text in template for text in EMPTY_THOUGHT_CHANNEL)):
+            return True
+    return False
+
+
+def _template_and_stop(
+    chat_template: Union[str, Tuple[str, str]], owner: Any, tokenizer: Any
+) -> Tuple[str, Optional[str], Optional[str]]:
+    """(jinja source, stop marker, family name) for a table name or a (template, eos_token) tuple, with CUDA
+    Unsloth's substitutions for Gemma: its ChatML for "chatml", the thought channel in every answer for a Gemma 4
+    model that expects it, and a BOS in front of a template that lacks one."""
     if isinstance(chat_template, (tuple, list)):
         if len(chat_template) != 2 or not all(isinstance(part, str) for part in chat_template):
             raise ValueError("a chat_template tuple must be (jinja_template, eos_token), two strings")
-        return chat_template[0], chat_template[1], None
-    name = family_name(chat_template)
-    family = FAMILIES[name]
-    return family.template, family.stop_marker, name
+        template, stop_marker, name = chat_template[0], chat_template[1], None
+    else:
+        name = family_name("gemma_chatml" if chat_template == "chatml" and _is_gemma(tokenizer) else chat_template)
+        if name in GEMMA_4_NAMES and _primes_empty_thought(owner, tokenizer):
+            logger.warning(
+                "get_chat_template: this Gemma 4 model's own template opens an empty thought channel in its answers, "
+                "so %r does too: <|channel>thought, then <channel|>, before each answer without thinking",
+                chat_template,
+            )
+            name = THOUGHT_IN_HISTORY
+        template, stop_marker = FAMILIES[name].template, FAMILIES[name].stop_marker
+    if _is_gemma(tokenizer) and not template.startswith(("{{- bos_token", "{{ bos_token", "{{bos_token")):
+        # Gemma's losses are far higher without the BOS, so CUDA Unsloth puts one in front of any template.
+        template = "{{- bos_token -}}" + template
+    return template, stop_marker, name
 
 
 def get_chat_template(
@@ -133,8 +167,9 @@ def get_chat_template(
 
     Given a vision processor, the format goes on the processor and its tokenizer, image parts as its placeholder.
     """
-    template, stop_marker, name = _template_and_stop(chat_template)
     owner = tokenizer
+    text_tokenizer = owner.tokenizer if is_processor(owner) else owner
+    template, stop_marker, name = _template_and_stop(chat_template, owner, text_tokenizer)
     tokenizer, image_text = text_owner(owner, name)
     full_mapping = {**DEFAULT_MAPPING, **(mapping or {})}
     prologue = "" if full_mapping == DEFAULT_MAPPING else _mapping_prologue(full_mapping)

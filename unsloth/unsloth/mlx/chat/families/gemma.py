@@ -56,10 +56,22 @@ _VISIBLE = (
 )
 
 
-def _gemma_4(family: str, empty_thought_prompt: bool) -> str:
+def _gemma_4(family: str, empty_thought_prompt: bool, thought_in_history: bool = False) -> str:
     """Gemma 4: `enable_thinking=True` opens the system turn with <|think|>; the thinking variant's generation
-    prompt carries an empty thought channel when thinking is off."""
+    prompt carries an empty thought channel when thinking is off. With `thought_in_history` (the larger Gemma 4
+    models, whose own template primes that channel) every model turn opens its channel: with the turn's
+    `reasoning` (or `reasoning_content`) after the last question, empty when thinking is off."""
     prompt = r"{{- '<|turn>model\n' -}}"
+    history = ""
+    if thought_in_history:
+        history = (
+            "{%- if role == 'model' -%}"
+            "{%- set thought = message.get('reasoning') or message.get('reasoning_content') -%}"
+            "{%- if thought and loop.index0 > last.user -%}"
+            r"{{- '<|channel>thought\n' + thought + '\n<channel|>' -}}"
+            r"{%- elif not thinking -%}{{- '<|channel>thought\n<channel|>' -}}{%- endif -%}"
+            "{%- endif -%}"
+        )
     if empty_thought_prompt:
         prompt += r"{%- if not thinking -%}{{- '<|channel>thought\n<channel|>' -}}{%- endif -%}"
     return (
@@ -71,9 +83,13 @@ def _gemma_4(family: str, empty_thought_prompt: bool) -> str:
         "{%- if has_system -%}{{- messages[0]['content'] | trim -}}{%- set first.skip = 1 -%}{%- endif -%}"
         r"{{- '<turn|>\n' -}}"
         "{%- endif -%}"
+        "{%- set last = namespace(user=-1) -%}"
+        "{%- for message in messages[first.skip:] -%}"
+        "{%- if message['role'] == 'user' -%}{%- set last.user = loop.index0 -%}{%- endif -%}"
+        "{%- endfor -%}"
         "{%- for message in messages[first.skip:] -%}" + jinja.no_tool_turns(family) + _ALTERNATE + ""
         "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
-        r"{{- '<|turn>' + role + '\n' -}}"
+        r"{{- '<|turn>' + role + '\n' -}}" + history + ""
         "{%- if role == 'model' -%}{{- visible(message['content']) -}}"
         "{%- else -%}{{- message['content'] | trim -}}{%- endif -%}"
         r"{{- '<turn|>\n' -}}"
@@ -84,6 +100,9 @@ def _gemma_4(family: str, empty_thought_prompt: bool) -> str:
 
 GEMMA_4 = _gemma_4("gemma-4", False)
 GEMMA_4_THINKING = _gemma_4("gemma-4-thinking", True)
+GEMMA_4_THOUGHT_IN_HISTORY = _gemma_4("gemma-4", True, thought_in_history=True)
+# What a Gemma 4 model's own template holds when the model expects the empty thought channel on every answer.
+EMPTY_THOUGHT_CHANNEL = ("<|channel>thought\n<channel|>", "<|channel>thought\\n<channel|>")
 
 _PARTS = ("<start_of_turn>user\n", "<start_of_turn>model\n")
 _GO_PROMPT = "<start_of_turn>model\n"
@@ -123,7 +142,18 @@ FAMILIES: Dict[str, ChatFamily] = {
     "gemma-4-thinking": ChatFamily(
         GEMMA_4_THINKING, *_GEMMA_4_PARTS, "<turn|>", _GO_GEMMA_4 + "<|channel>thought\n<channel|>"
     ),
+    # Chosen by get_chat_template for any Gemma 4 name when the model's own template primes the empty channel.
+    "gemma-4-thought-in-history": ChatFamily(
+        GEMMA_4_THOUGHT_IN_HISTORY,
+        *_GEMMA_4_PARTS,
+        "<turn|>",
+        '{{- range .Messages }}{{ if eq .Role "system" }}<|turn>system\n{{ .Content }}<turn|>\n'
+        '{{ else if eq .Role "assistant" }}<|turn>model\n<|channel>thought\n<channel|>{{ .Content }}<turn|>\n'
+        "{{ else }}<|turn>{{ .Role }}\n{{ .Content }}<turn|>\n{{ end }}{{ end }}"
+        "<|turn>model\n<|channel>thought\n<channel|>",
+    ),
 }
+GEMMA_4_NAMES = ("gemma-4", "gemma-4-thinking")
 
 ALIASES: Dict[str, str] = {
     "gemma": "gemma-2",

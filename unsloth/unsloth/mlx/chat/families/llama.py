@@ -22,7 +22,7 @@ LLAMA_3 = (
 
 # The date is fixed unless the caller passes `date_string`; the system text is empty unless given.
 LLAMA_3_1 = (
-    jinja.no_tools("llama-3.1") + "{{- bos_token -}}"
+    "{{- bos_token -}}" + jinja.no_tools("llama-3.1") + ""
     "{%- set system = namespace(text='', skip=0) -%}"
     "{%- if messages[0]['role'] == 'system' -%}"
     "{%- set system.text = messages[0]['content'] -%}{%- set system.skip = 1 -%}{%- endif -%}"
