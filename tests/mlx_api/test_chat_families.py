@@ -197,3 +197,17 @@ def test_sharegpt_mapping_renders_from_and_value_turns(family_tokenizer, load_pu
         "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
         "Hello<|eot_id|>"
     )
+
+
+def test_gemmas_chatml_names_the_token_renaming_it_does_not_do(caplog) -> None:
+    from transformers import GemmaTokenizerFast
+
+    from tools.kits.tokenizer_kit import build_tokenizer
+    from unsloth.chat_templates import get_chat_template
+
+    tokenizer = GemmaTokenizerFast(tokenizer_object=build_tokenizer(), bos_token="<bos>", eos_token="<eos>")
+    tokenizer = get_chat_template(tokenizer, "chatml")
+    assert tokenizer.apply_chat_template(CONVERSATION[:1], tokenize=False) == (
+        "<bos><|im_start|>user\nWhat colour is the kettle?<|im_end|>\n"
+    )
+    assert "<|im_start|> and <|im_end|> are not tokens of this vocabulary" in caplog.text

@@ -113,6 +113,22 @@ def _map_eos(tokenizer: Any, stop_marker: Optional[str]) -> None:
     )
 
 
+# CUDA Unsloth renames Gemma's <start_of_turn> and <eos> to these, so each is one token; MLX keeps the vocabulary.
+_RENAMED_BY_UPSTREAM = {"gemma_chatml": ("<|im_start|>", "<|im_end|>")}
+
+
+def _warn_unrenamed(tokenizer: Any, name: Optional[str]) -> None:
+    missing = [marker for marker in _RENAMED_BY_UPSTREAM.get(name or "", ()) if not _single_token(tokenizer, marker)]
+    if missing:
+        logger.warning(
+            "get_chat_template(%r): %s are not tokens of this vocabulary, so each is written as several; CUDA "
+            "Unsloth renames Gemma's <start_of_turn> and <eos> to them, which MLX does not (the vocabulary stays as "
+            "the model was trained)",
+            name,
+            " and ".join(missing),
+        )
+
+
 def _is_gemma(tokenizer: Any) -> bool:
     return type(tokenizer).__name__.startswith("Gemma")
 
@@ -171,6 +187,7 @@ def get_chat_template(
     text_tokenizer = owner.tokenizer if is_processor(owner) else owner
     template, stop_marker, name = _template_and_stop(chat_template, owner, text_tokenizer)
     tokenizer, image_text = text_owner(owner, name)
+    _warn_unrenamed(tokenizer, name)
     full_mapping = {**DEFAULT_MAPPING, **(mapping or {})}
     prologue = "" if full_mapping == DEFAULT_MAPPING else _mapping_prologue(full_mapping)
     # A template the user wrote is stored as written and sees the messages as given, as Hugging Face renders it.
