@@ -11,7 +11,7 @@ from typing import Any, Dict
 import numpy as np
 import pytest
 
-from unsloth.mlx.vision.backend import REFUSED, trainable_families, vision_families
+from unsloth.mlx.vision.backend import ONE_ROW_PER_BATCH, REFUSED, trainable_families, vision_families
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220), "yellow": (230, 220, 30)}
 QUESTION = "What colour is this square?"
@@ -126,7 +126,9 @@ def test_the_trainers_loss_is_mlx_vlms_own_forward_and_training_answers_after_re
         data_collator=UnslothVisionDataCollator(model, processor),
         train_dataset=rows,
         args=SFTConfig(
-            per_device_train_batch_size=len(rows),
+            # A family that reads one row per batch takes the same rows as one accumulated step.
+            per_device_train_batch_size=1 if family in ONE_ROW_PER_BATCH else len(rows),
+            gradient_accumulation_steps=len(rows) if family in ONE_ROW_PER_BATCH else 1,
             max_steps=8,
             learning_rate=5e-3,
             warmup_steps=0,
@@ -155,6 +157,35 @@ def test_the_trainers_loss_is_mlx_vlms_own_forward_and_training_answers_after_re
     output = reloaded.generate(**inputs, max_new_tokens=6)
     assert output.shape[1] > inputs["input_ids"].shape[1]
     assert processor.decode(output[0, inputs["input_ids"].shape[1] :].tolist(), skip_special_tokens=True).strip()
+
+
+@pytest.mark.parametrize("family", sorted(set(ONE_ROW_PER_BATCH) & set(trainable_families())))
+def test_a_family_that_reads_one_row_refuses_a_batch_of_two_by_name(family, family_dirs, tmp_path) -> None:
+    from trl import SFTConfig, SFTTrainer
+
+    from unsloth import FastVisionModel
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    model, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    model = FastVisionModel.get_peft_model(model, r=8, lora_alpha=16, random_state=3407)
+    trainer = SFTTrainer(
+        model=model,
+        tokenizer=processor,
+        data_collator=UnslothVisionDataCollator(model, processor),
+        train_dataset=[conversation(family, "red"), conversation(family, "blue")],
+        args=SFTConfig(
+            per_device_train_batch_size=2,
+            max_steps=1,
+            output_dir=str(tmp_path / "out"),
+            report_to="none",
+            save_strategy="no",
+            remove_unused_columns=False,
+            dataset_text_field="",
+            dataset_kwargs={"skip_prepare_dataset": True},
+        ),
+    )
+    with pytest.raises(NotImplementedError, match=f"training {family} on MLX takes one row per batch: .*first image"):
+        trainer.train()
 
 
 # ---- LoRA that keeps the model working -------------------------------------------------------------------------

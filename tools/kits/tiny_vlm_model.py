@@ -496,6 +496,91 @@ def build_tiny_mistral3(folder: str | Path, *, seed: int = 0, vocab_size: int = 
     return _build_pixtral_towered(folder, "mistral3", mistral3, 2, seed, vocab_size)
 
 
+LLAMA_SPECIAL = [
+    "<|begin_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|image|>",
+    "<|python_tag|>",
+]
+LLAMA_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- for message in messages -%}"
+    "<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}<|image|>"
+    "{%- elif part['type'] == 'text' %}{{ part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}<|eot_id|>"
+    "{% endfor %}"
+    "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+MLLAMA_IMAGE_SIDE = 32
+
+
+def build_tiny_mllama(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Llama 3.2 Vision (32x32 tiles, one cross-attention layer) in `folder`; returns its path."""
+    from mlx_vlm.models import mllama
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = _write_tokenizer(folder, vocab_size, LLAMA_SPECIAL, LLAMA_TEMPLATE, bos_token="<|begin_of_text|>")
+    config = {
+        "model_type": "mllama",
+        "architectures": ["MllamaForConditionalGeneration"],
+        "image_token_index": ids["<|image|>"],
+        "eos_token_id": [ids["<|eot_id|>"], ids["<|eos|>"]],
+        "pad_token_id": ids["<|pad|>"],
+        "vocab_size": ids["__size__"],
+        "torch_dtype": "float32",
+        "text_config": {
+            "model_type": "mllama_text_model",
+            "vocab_size": ids["__size__"] + 8,
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "cross_attention_layers": [1],
+            "max_position_embeddings": 1024,
+            "rope_theta": 10000.0,
+        },
+        "vision_config": {
+            "model_type": "mllama_vision_model",
+            "image_size": MLLAMA_IMAGE_SIDE,
+            "patch_size": 8,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_global_layers": 1,
+            "num_attention_heads": 2,
+            "max_num_tiles": 4,
+            "intermediate_layers_indices": [0],
+            "vision_output_dim": 64,
+        },
+    }
+    _write_json(folder / "config.json", config)
+    _write_json(
+        folder / "preprocessor_config.json",
+        {
+            "image_processor_type": "MllamaImageProcessor",
+            "processor_class": "MllamaProcessor",
+            "size": {"height": MLLAMA_IMAGE_SIDE, "width": MLLAMA_IMAGE_SIDE},
+            "max_image_tiles": 4,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "do_resize": True,
+            "do_rescale": True,
+            "do_normalize": True,
+            "do_pad": True,
+            "do_convert_rgb": True,
+        },
+    )
+    _save_weights(folder, _model(mllama, config, seed))
+    return folder
+
+
 # Gemma 4's token ids in the model-only tiny Gemma 4 (it has no tokenizer: its tests feed ids).
 GEMMA4_TOKENS = {"vocab": 300, "image": 290, "boi": 289, "eoi": 291, "audio": 292, "boa": 293, "eoa": 294, "eos": 1}
 GEMMA4_SPECIAL = ["<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>", "<|audio>", "<audio|>", "<|audio|>"]
@@ -611,6 +696,7 @@ BUILDERS = {
     "qwen3_5": build_tiny_qwen3_5,
     "gemma3": build_tiny_gemma3,
     "gemma4": build_tiny_gemma4,
+    "mllama": build_tiny_mllama,
     "pixtral": build_tiny_pixtral_as_hub,
     "mistral3": build_tiny_mistral3,
 }
@@ -622,6 +708,7 @@ IMAGE_SIDES = {
     "qwen3_5": QWEN3_IMAGE_SIDE,
     "gemma3": GEMMA_IMAGE_SIDE,
     "gemma4": GEMMA4_IMAGE_SIDE,
+    "mllama": MLLAMA_IMAGE_SIDE,
     "pixtral": PIXTRAL_IMAGE_SIDE,
     "mistral3": PIXTRAL_IMAGE_SIDE,
 }
@@ -633,6 +720,7 @@ END_OF_TURN = {
     "qwen3_5": "<|im_end|>",
     "gemma3": "<end_of_turn>",
     "gemma4": "<turn|>",
+    "mllama": "<|eot_id|>",
     "pixtral": "<|eos|>",
     "mistral3": "<|eos|>",
 }

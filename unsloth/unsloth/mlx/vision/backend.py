@@ -36,7 +36,7 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
         "granite4_vision", "granite_vision", "hunyuan_vl", "idefics2", "idefics3", "indic_ocr", "inkling", "internvl",
         "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "lfm2_vl", "llama4", "llava", "llava_bunny",
         "llava_next", "llava_onevision", "llmjpvl", "locateanything", "mage_vl", "mimo_v2", "minicpmo", "minicpmv4_6",
-        "minicpmv4_7", "minimax_m3_vl", "mllama", "molmo", "molmo2", "molmo_point", "moondream2",
+        "minicpmv4_7", "minimax_m3_vl", "molmo", "molmo2", "molmo_point", "moondream2",
         "moondream3", "multi_modality", "muse_glimmer", "muse_spark", "nemotron_h_nano_omni", "nemotron_parse",
         "paddleocr_vl", "paligemma", "phi3_v", "phi4_siglip", "phi4mm", "plamo2vl", "prism_hadamard_qwen35",
         "qwen3_5_moe", "qwen3_omni_moe", "qwen3_vl_moe", "qwen4_exp", "smolvlm", "step3p7", "unlimited_ocr",
@@ -44,6 +44,11 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
     ),
 }  # fmt: skip
 REFUSED: Dict[str, str] = {family: reason for reason, group in REFUSED_GROUPS.items() for family in group}
+# Families whose mlx-vlm forward pass is right for one row at a time only, with the reason.
+ONE_ROW_PER_BATCH: Dict[str, str] = {
+    "mllama": "mlx-vlm 0.7.10's Llama 3.2 Vision tower keeps only the first image of a batch (it indexes its encoder "
+    "output with [0])",
+}
 # (config `model_type`, vision `model_type`) of checkpoints as the Hub ships them -> the mlx-vlm module that loads
 # them: Pixtral's config says llava, whose module has no Pixtral tower.
 CONFIG_ROUTES: Dict[Tuple[str, str], str] = {("llava", "pixtral"): "pixtral"}
@@ -143,6 +148,16 @@ def check_family(model: Any) -> str:
             f"vision fine-tuning on MLX trains mlx-vlm's vision families; {family!r} is not one in mlx-vlm {version}"
         )
     return family
+
+
+def check_batch_rows(model: Any, rows: int) -> None:
+    """Refuse by name a batch of several rows for a family whose forward pass reads only one."""
+    reason = ONE_ROW_PER_BATCH.get(model_family(model))
+    if rows > 1 and reason is not None:
+        raise NotImplementedError(
+            f"training {model_family(model)} on MLX takes one row per batch: {reason}; set "
+            "per_device_train_batch_size=1 and raise gradient_accumulation_steps for the same effective batch"
+        )
 
 
 def vision_tower(model: Any) -> Any:

@@ -43,11 +43,17 @@ class EncodedRow(NamedTuple):
 
 
 def per_token_features(lengths: List[int], features: List[Dict[str, np.ndarray]]) -> frozenset:
-    """The names of the features holding one value per token, shaped (1, row length) in every row."""
+    """The names of the features holding a value per token, shaped (1, row length, ...) in every row (Gemma 4's
+    `mm_token_type_ids`, Llama 3.2 Vision's `cross_attention_mask`)."""
     names = set(features[0]) if features else set()
     for length, row in zip(lengths, features):
-        names = {name for name in names if name in row and row[name].shape == (1, length)}
+        names = {name for name in names if name in row and row[name].shape[:2] == (1, length)}
     return frozenset(names)
+
+
+def pad_tokens(value: np.ndarray, width: int) -> np.ndarray:
+    """A per-token feature right-padded with zeros to `width` tokens, as the token ids are."""
+    return np.pad(value, [(0, 0), (0, width - value.shape[1])] + [(0, 0)] * (value.ndim - 2))
 
 
 def _quiet(value: Any, quiet: tuple) -> bool:
@@ -251,6 +257,6 @@ class UnslothVisionDataCollator:
         for name in encoded[0].features:
             values = [row.features[name] for row in encoded]
             if name in per_token:
-                values = [np.pad(value, ((0, 0), (0, width - value.shape[1]))) for value in values]
+                values = [pad_tokens(value, width) for value in values]
             batch[name] = np.concatenate(values, axis=0)
         return batch

@@ -18,8 +18,8 @@ import numpy as np
 from unsloth_zoo.mlx.data import TokenizedRows
 
 from ..training.train_data import TrainRows, columns
-from .collator import UnslothVisionDataCollator, per_token_features
-from .backend import causal_logits, check_family
+from .collator import UnslothVisionDataCollator, pad_tokens, per_token_features
+from .backend import causal_logits, check_batch_rows, check_family
 
 
 class VisionRows(NamedTuple):
@@ -108,12 +108,12 @@ class VisionTrainRows(TrainRows):
 
     def read_features(self, width: int) -> Dict[str, mx.array]:
         """The features of the rows last read, joined along the first axis in batch order; a per-token feature
-        (Gemma 4's `mm_token_type_ids`) right-padded with zeros to the batch's `width`, as the tokens are."""
+        right-padded with zeros to the batch's `width`, as the tokens are."""
         joined: Dict[str, List[np.ndarray]] = {}
         for index in self.last_read:
             for name, value in self.features[index].items():
                 if name in self.token_features:
-                    value = np.pad(value, ((0, 0), (0, width - value.shape[1])))
+                    value = pad_tokens(value, width)
                 joined.setdefault(name, []).append(value)
         return {name: mx.array(np.concatenate(values, axis=0)) for name, values in joined.items()}
 
@@ -144,6 +144,7 @@ def vision_step(model: Any, rows: VisionTrainRows) -> Any:
     loss_and_grad = nn.value_and_grad(model, vision_loss)
 
     def forward_backward(tokens: Any, lengths: Any) -> Any:
+        check_batch_rows(model, tokens.shape[0])
         weights = mx.array(rows.take_read_masks(tokens.shape[1]))
         features = rows.read_features(tokens.shape[1])
         (loss, count), grads = loss_and_grad(model, tokens, lengths, weights, features, rows.token_features)
