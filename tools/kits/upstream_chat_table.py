@@ -63,7 +63,7 @@ def run_data_statements(source: str, namespace: Dict[str, Any]) -> List[str]:
             try:
                 exec(compile(module, "<upstream>", "exec"), namespace)  # noqa: S102 (data statements only)
             except NameError:
-                skipped.append(ast.get_source_segment(source, node).splitlines()[0])
+                skipped.append((ast.get_source_segment(source, node) or "?").splitlines()[0])
     return skipped
 
 

@@ -90,8 +90,8 @@ def find_markers(tokenizer: Any, instruction_part: Optional[str], response_part:
         family = FAMILIES[name]
         # Llama 2 opens every instruction with the BOS, so its marker is written with `{bos}` in the table.
         bos = getattr(tokenizer, "bos_token", None) or ""
-        parts = (part.replace(BOS, bos) for part in (family.instruction_part, family.response_part))
-        found = Markers(*parts, f"family table {name!r}")
+        instruction, response = (part.replace(BOS, bos) for part in (family.instruction_part, family.response_part))
+        found = Markers(instruction, response, f"family table {name!r}")
     elif template:
         try:
             found = probe_markers(tokenizer)

@@ -152,6 +152,8 @@ def _template_and_stop(
     """(jinja source, stop marker, family name) for a table name or a (template, eos_token) tuple, with CUDA
     Unsloth's substitutions for Gemma: its ChatML for "chatml", the thought channel in every answer for a Gemma 4
     model that expects it, and a BOS in front of a template that lacks one."""
+    stop_marker: Optional[str]
+    name: Optional[str]
     if isinstance(chat_template, (tuple, list)):
         if len(chat_template) != 2 or not all(isinstance(part, str) for part in chat_template):
             raise ValueError("a chat_template tuple must be (jinja_template, eos_token), two strings")
