@@ -135,6 +135,7 @@ def test_every_family_of_the_chat_table_has_an_ollama_template():
     from unsloth.mlx.gguf.ollama import TEMPLATES
 
     assert sorted(TEMPLATES) == sorted(FAMILIES)
+    assert [name for name in FAMILIES if "{{" not in TEMPLATES[name]] == []
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

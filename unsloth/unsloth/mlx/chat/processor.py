@@ -17,6 +17,7 @@ FAMILY_IMAGE_TEXT = {
     "gemma-3n": "<image_soft_token>",
     "gemma-4": "<|image|>",
     "gemma-4-thinking": "<|image|>",
+    "gemma-4-thought-in-history": "<|image|>",
     "qwen-2.5": "<|vision_start|><|image_pad|><|vision_end|>",
     "qwen-3": "<|vision_start|><|image_pad|><|vision_end|>",
     "chatml": "<|vision_start|><|image_pad|><|vision_end|>",
