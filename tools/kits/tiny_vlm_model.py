@@ -581,6 +581,74 @@ def build_tiny_mllama(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
     return folder
 
 
+LFM2_SPECIAL = ["<|im_start|>", "<|im_end|>", "<image>", "<|image_start|>", "<|image_end|>", "<|img_thumbnail|>"]
+LFM2_IMAGE_SIDE = 64
+
+
+def build_tiny_lfm2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny LFM2-VL (a conv + attention text model, a SigLIP 2 tower) in `folder`: one 64x64 image is
+    16 patches unshuffled to 4 image tokens, without tiling."""
+    from mlx_vlm.models import lfm2_vl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    template = QWEN_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>")
+    ids = _write_tokenizer(folder, vocab_size, LFM2_SPECIAL, template)
+    config = {
+        "model_type": "lfm2_vl",
+        "architectures": ["Lfm2VlForConditionalGeneration"],
+        "image_token_id": ids["<image>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|pad|>"],
+        "vocab_size": ids["__size__"],
+        "downsample_factor": 2,
+        "encoder_patch_size": 16,
+        "do_image_splitting": False,
+        "use_thumbnail": False,
+        "min_image_tokens": 4,
+        "max_image_tokens": 4,
+        "max_num_patches": 16,
+        "projector_hidden_size": 64,
+        "torch_dtype": "float32",
+        "text_config": {
+            "model_type": "lfm2",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": ids["__size__"],
+            "max_position_embeddings": 1024,
+            "block_auto_adjust_ff_dim": False,
+            "block_dim": 64,
+            "conv_dim": 64,
+            "conv_dim_out": 64,
+            "layer_types": ["conv", "full_attention"],
+            "num_heads": 4,
+            "eos_token_id": ids["<|im_end|>"],
+        },
+        "vision_config": {
+            "model_type": "siglip2_vision_model",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "patch_size": 16,
+            "num_patches": 16,
+        },
+    }
+    _write_json(folder / "config.json", config)
+    settings = {key: config[key] for key in ("downsample_factor", "encoder_patch_size", "do_image_splitting")}
+    settings |= {key: config[key] for key in ("use_thumbnail", "min_image_tokens", "max_image_tokens")}
+    _write_json(
+        folder / "preprocessor_config.json",
+        {"image_processor_type": "Lfm2VlImageProcessor", "processor_class": "Lfm2VlProcessor", "tile_size": 64}
+        | settings,
+    )
+    _save_weights(folder, _model(lfm2_vl, config, seed))
+    return folder
+
+
 # Gemma 4's token ids in the model-only tiny Gemma 4 (it has no tokenizer: its tests feed ids).
 GEMMA4_TOKENS = {"vocab": 300, "image": 290, "boi": 289, "eoi": 291, "audio": 292, "boa": 293, "eoa": 294, "eos": 1}
 GEMMA4_SPECIAL = ["<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>", "<|audio>", "<audio|>", "<|audio|>"]
@@ -697,6 +765,7 @@ BUILDERS = {
     "gemma3": build_tiny_gemma3,
     "gemma4": build_tiny_gemma4,
     "mllama": build_tiny_mllama,
+    "lfm2_vl": build_tiny_lfm2_vl,
     "pixtral": build_tiny_pixtral_as_hub,
     "mistral3": build_tiny_mistral3,
 }
@@ -709,6 +778,7 @@ IMAGE_SIDES = {
     "gemma3": GEMMA_IMAGE_SIDE,
     "gemma4": GEMMA4_IMAGE_SIDE,
     "mllama": MLLAMA_IMAGE_SIDE,
+    "lfm2_vl": LFM2_IMAGE_SIDE,
     "pixtral": PIXTRAL_IMAGE_SIDE,
     "mistral3": PIXTRAL_IMAGE_SIDE,
 }
@@ -721,6 +791,7 @@ END_OF_TURN = {
     "gemma3": "<end_of_turn>",
     "gemma4": "<turn|>",
     "mllama": "<|eot_id|>",
+    "lfm2_vl": "<|im_end|>",
     "pixtral": "<|eos|>",
     "mistral3": "<|eos|>",
 }

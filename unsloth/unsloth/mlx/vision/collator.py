@@ -45,7 +45,8 @@ class EncodedRow(NamedTuple):
 def per_token_features(lengths: List[int], features: List[Dict[str, np.ndarray]]) -> frozenset:
     """The names of the features holding a value per token, shaped (1, row length, ...) in every row (Gemma 4's
     `mm_token_type_ids`, Llama 3.2 Vision's `cross_attention_mask`)."""
-    names = set(features[0]) if features else set()
+    # Image-side features (pixel_values, pixel_attention_mask) never count, even where their length matches.
+    names = {name for name in features[0] if not name.startswith("pixel")} if features else set()
     for length, row in zip(lengths, features):
         names = {name for name in names if name in row and row[name].shape[:2] == (1, length)}
     return frozenset(names)
