@@ -139,3 +139,17 @@ def test_a_gemma_4_model_whose_template_primes_an_empty_thought_gets_it_in_every
     assert "empty thought channel" in caplog.text
     # Asked again on the tokenizer now holding our template, the choice stays.
     assert get_chat_template(ours, name).chat_template == ours.chat_template
+
+
+@pytest.mark.parametrize("entry_point", ["unsloth", "unsloth.chat_templates", "unsloth.mlx"])
+def test_every_entry_point_accepts_every_upstream_name(entry_point):
+    import importlib
+
+    get_chat_template = importlib.import_module(entry_point).get_chat_template
+    refused = []
+    for name in NAMES:
+        try:
+            get_chat_template(_tokenizer(), name)
+        except ValueError:
+            refused.append(name)
+    assert refused == []
