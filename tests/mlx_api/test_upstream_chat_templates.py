@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tools.kits.tokenizer_kit import build_tokenizer
-from tools.kits.upstream_chat_table import upstream_chat_table, upstream_template
+from tools.kits.upstream_chat_table import run_data_statements, upstream_chat_table, upstream_template
 
 TABLE = upstream_chat_table()
 NAMES = sorted(TABLE.templates)
@@ -86,6 +86,14 @@ def test_the_kit_reads_every_name_of_upstreams_table():
     assert TABLE.default_system_messages["qwen-2.5"].startswith("You are Qwen")
     # The placeholder upstream's get_chat_template fills is filled here too.
     assert "{system_message}" in TABLE.templates["alpaca"][0] and "{system_message}" not in upstream_template("alpaca")
+
+
+def test_the_kit_runs_only_data_statements_with_no_builtins():
+    source = "import os\nA = 'x'\nB = open('/etc/hostname').read()\nC = A + 'y'\nos.remove('/nonexistent')\n"
+    namespace: dict = {}
+    skipped = run_data_statements(source, namespace)
+    assert (namespace["A"], namespace["C"], "B" in namespace, "os" in namespace) == ("x", "xy", False, False)
+    assert skipped == ["B = open('/etc/hostname').read()"]
 
 
 @pytest.mark.parametrize("name", NAMES)
