@@ -25,14 +25,19 @@ _UNCHECKED = (
 )
 _NO_LANGUAGE_HEAD = "it is a detection, segmentation or geometry model with no language head to fine-tune"
 _EMBEDDING = "it is a retrieval embedding model, trained with a contrastive loss rather than next-token prediction"
+_FIXED_TOWER = (
+    "mlx-vlm builds its MobileNet-V5 vision tower from a fixed list of layers whatever the config says, so no tiny "
+    "model of it can be built to check its training forward pass"
+)
 # The vision families mlx-vlm ships that training refuses, each group with its reason; every other one trains.
 REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
     _NO_LANGUAGE_HEAD: ("moge3", "rfdetr", "rt_detr_v2", "sam3", "sam3_1", "sam3d_body", "sam3d_objects"),
     _EMBEDDING: ("colidefics3", "colqwen2_5", "qwen3_vl_embedding"),
+    _FIXED_TOWER: ("gemma3n",),
     _UNCHECKED: (
         "aya_vision", "clef", "cohere_compass", "d1", "d1_omni", "deepseek_v4", "deepseek_v41", "deepseek_vl_v2",
         "deepseekocr", "deepseekocr_2", "dots_ocr", "ernie4_5_moe_vl", "falcon_ocr", "falcon_perception", "fastvlm",
-        "florence2", "gemma3n", "gemma4_unified", "glm4v", "glm4v_moe", "glm5_next", "glm_ocr", "got",
+        "florence2", "gemma4_unified", "glm4v", "glm4v_moe", "glm5_next", "glm_ocr", "got",
         "granite4_vision", "granite_vision", "hunyuan_vl", "idefics2", "idefics3", "indic_ocr", "inkling", "internvl",
         "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "llama4", "llava", "llava_bunny", "llava_next",
         "llava_onevision", "llmjpvl", "locateanything", "mage_vl", "mimo_v2", "minicpmo", "minicpmv4_6", "minicpmv4_7",
