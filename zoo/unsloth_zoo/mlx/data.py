@@ -13,7 +13,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..dataset_num_proc import sized_map
+from ..dataset_num_proc import MAIN_FIRST_MAIN, MAIN_FIRST_REST, get_dataset_num_proc, sized_map
 
 IDS_FIELD = "input_ids"
 
@@ -107,13 +107,43 @@ def tokenize_dataset(dataset: Any, encode: EncodeRows, num_proc: Optional[int] =
     if isinstance(dataset, TokenizedRows):
         return dataset
     if _is_hf_dataset(dataset):
-        mapped = sized_map(dataset, encode, num_proc, batched=True, remove_columns=list(dataset.column_names))
-        return TokenizedRows(mapped[IDS_FIELD])
+        return TokenizedRows(_map_main_first(dataset, encode, num_proc)[IDS_FIELD])
     rows = list(dataset)
     if rows and isinstance(rows[0], str):
         rows = [{encode.text_field: text} for text in rows]
     columns = {key: [row[key] for row in rows] for key in (rows[0] if rows else {})}
     return TokenizedRows(encode(columns)[IDS_FIELD] if rows else [])
+
+
+def _map_main_first(dataset: Any, encode: EncodeRows, request: Any) -> Any:
+    """`map()` under `mlx.launch` as under torchrun: each host's main rank maps first with the host's CPUs, then
+    its other ranks map, reading its cache files where the dataset has a cache (one loaded from disk)."""
+    from .distributed import current_world
+
+    columns = list(dataset.column_names)
+    counts: List[Optional[int]] = []
+
+    def sizer(turn: Optional[str]) -> Callable[..., Any]:
+        def sized(*args: Any, **kwargs: Any) -> Any:
+            counts.append(get_dataset_num_proc(*args, main_first=turn, **kwargs))
+            return counts[-1]
+
+        return sized
+
+    def run_main() -> Tuple[Any, int]:
+        mapped = sized_map(dataset, encode, request, sizer=sizer(MAIN_FIRST_MAIN), batched=True, remove_columns=columns)
+        return mapped, (counts[-1] or 0) if counts else 0
+
+    def run_rest(main_count: int) -> Any:
+        # The main rank's worker count names its cache files; asking for the same one reads them instead of mapping.
+        same = main_count >= 0 and bool(getattr(dataset, "cache_files", None))
+        rest = (lambda *args, **kwargs: main_count or None) if same else sizer(MAIN_FIRST_REST)
+        return sized_map(dataset, encode, request, sizer=rest, batched=True, remove_columns=columns)
+
+    world = current_world()
+    if not world.is_distributed or world.local_size <= 1:
+        return sized_map(dataset, encode, request, batched=True, remove_columns=columns)
+    return world.main_first(f"tokenizing {len(dataset)} rows", run_main, run_rest)
 
 
 def epoch_batches(lengths: np.ndarray, batch_size: int, order: str, seed: int, epoch: int) -> List[np.ndarray]:

@@ -13,17 +13,26 @@ import contextlib
 import faulthandler
 import json
 import os
+import socket
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
-from ..dataset_num_proc import MLX_HOSTFILE_ENV_VAR, MLX_RANK_ENV_VAR, mlx_ranks_on_this_host
+from ..dataset_num_proc import (
+    MLX_HOSTFILE_ENV_VAR,
+    MLX_RANK_ENV_VAR,
+    mlx_ranks_on_this_host,
+    parse_mlx_hostfile,
+)
+
+T = TypeVar("T")
 
 TIMEOUT_ENV_VAR = "UNSLOTH_MLX_DISTRIBUTED_TIMEOUT"
 # Hugging Face's `ddp_timeout` default: long enough for rank 0 to write a checkpoint while the others wait.
@@ -33,6 +42,13 @@ WATCHDOG_EXIT_STATUS = 3
 # Bytes of a failure's message that travel to the other ranks.
 MESSAGE_BYTES = 240
 FLAG_NAMES = ("should_training_stop", "should_epoch_stop", "should_save", "should_evaluate", "should_log")
+# (local rank, local size) as MPI launchers export them: Open MPI's, then MPICH's and Intel MPI's.
+MPI_PLACEMENT_ENV_VARS = (
+    ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+)
+# Each rank's slots in a main-first exchange: its host, whether it is its host's main rank, a value it shares.
+_HOST, _IS_MAIN, _SHARED = range(3)
 
 
 # Written into each checkpoint, since a resume at another world size would walk different global batches.
@@ -127,12 +143,21 @@ class _Watchdog:
 class World:
     """This process's place among the ranks; with one rank every collective is the identity."""
 
-    def __init__(self, group: Any, local_rank: int = 0, local_size: int = 1, watchdog: Optional[_Watchdog] = None):
+    def __init__(
+        self,
+        group: Any,
+        local_rank: int = 0,
+        local_size: int = 1,
+        watchdog: Optional[_Watchdog] = None,
+        local_main: Optional[int] = None,
+    ):
         self.group = group
         self.rank = group.rank() if group is not None else 0
         self.size = group.size() if group is not None else 1
         self.local_rank = local_rank
         self.local_size = local_size
+        # The global rank of this host's main rank, where the placement says it (a hostfile or a host exchange).
+        self.local_main = local_main
         # Seconds spent in collectives by kind ("status", "gradients", "flags", ...), for the benchmark.
         self.seconds: Dict[str, float] = {}
         self._watchdog = watchdog if self.size > 1 else None
@@ -233,6 +258,107 @@ class World:
     def barrier(self, what: str) -> None:
         self.collective(what, [mx.array(np.zeros(1, dtype=np.int32))])
 
+    def _local_main_name(self) -> str:
+        return "this host's main rank" + (
+            f" (rank {self.local_main})" if self.local_main is not None else " (its local rank 0)"
+        )
+
+    def main_first(self, what: str, run_main: Callable[[], Tuple[T, int]], run_rest: Callable[[int], T]) -> T:
+        """`run_main` on each host's main rank while that host's other ranks wait, then `run_rest` on those others.
+
+        `run_main` returns its result and a non-negative number it shares with its host's other ranks (the
+        worker count its map used, so they find its cache files); `run_rest` receives it, or -1 when unknown.
+        Both waits are collectives, so they end at the timeout, naming the rank waited for, and a failure on
+        any rank stops every rank with its cause.
+        """
+        if not self.is_distributed or self.local_size <= 1:
+            return run_main()[0]
+        is_main = self.local_rank == 0
+        result: Any = None
+        failure: Optional[BaseException] = None
+        slots = np.zeros((self.size, 3), dtype=np.int64)
+        if is_main:
+            try:
+                result, shared = run_main()
+                slots[self.rank, _SHARED] = shared
+            except Exception as error:  # raised below, once every rank has been told
+                failure = error
+        slots[self.rank, _HOST], slots[self.rank, _IS_MAIN] = host_id(), int(is_main)
+        totals = self.exchange_status(
+            f"{what}: waiting for {self._local_main_name()} to finish first", failure, slots.reshape(-1)
+        )
+        if failure is not None:
+            raise failure
+        main = local_main_of(totals.reshape(self.size, 3), self.rank)
+        if not is_main:
+            self.local_main = main if main is not None else self.local_main
+            try:
+                result = run_rest(-1 if main is None else int(totals.reshape(self.size, 3)[main, _SHARED]))
+            except Exception as error:
+                failure = error
+        self.exchange_status(
+            f"{what}: waiting for the other ranks on each host to finish after their main rank", failure, [0]
+        )
+        if failure is not None:
+            raise failure
+        return result
+
+
+def host_id() -> int:
+    """This host's name as a non-negative 31-bit number, which fits the int32 a collective sums."""
+    return zlib.crc32(socket.gethostname().encode("utf-8", "replace")) & 0x7FFFFFFF
+
+
+def local_main_of(slots: np.ndarray, rank: int) -> Optional[int]:
+    """The global rank marked as main among the ranks sharing `rank`'s host in a main-first exchange."""
+    mains = [
+        other for other in range(len(slots)) if slots[other, _HOST] == slots[rank, _HOST] and slots[other, _IS_MAIN]
+    ]
+    return mains[0] if len(mains) == 1 else None
+
+
+def mpi_placement(environ: Mapping[str, str]) -> Optional[Tuple[int, int]]:
+    """(local rank, local size) from an MPI launcher's variables, or None when none sets both plausibly."""
+    for rank_name, size_name in MPI_PLACEMENT_ENV_VARS:
+        rank_text, size_text = environ.get(rank_name, "").strip(), environ.get(size_name, "").strip()
+        if rank_text.isdigit() and size_text.isdigit() and int(rank_text) < int(size_text):
+            return int(rank_text), int(size_text)
+    return None
+
+
+def hostfile_local_main(hostfile: Optional[str], rank_text: Optional[str]) -> Optional[int]:
+    """The lowest global rank sharing this rank's addresses in the ring backend's hostfile: its host's main rank."""
+    try:
+        hosts = parse_mlx_hostfile(Path(hostfile).read_text(encoding="utf-8")) if hostfile else []
+        rank = int(rank_text or "")
+    except (OSError, ValueError):
+        return None
+    if not 0 <= rank < len(hosts):
+        return None
+    return min(other for other in range(len(hosts)) if hosts[other] & hosts[rank])
+
+
+def _exchange_hosts(group: Any) -> Tuple[int, int, int]:
+    """(local rank, local size, local main) from every rank's host name, for launchers that say nothing of it."""
+    rows = np.zeros(group.size(), dtype=np.int32)
+    rows[group.rank()] = host_id()
+    summed = mx.distributed.all_sum(mx.array(rows), group=group, stream=mx.cpu)
+    mx.eval(summed)
+    hosts = np.array(summed)
+    sharing = [other for other in range(group.size()) if hosts[other] == hosts[group.rank()]]
+    return sharing.index(group.rank()), len(sharing), sharing[0]
+
+
+def _placement(group: Any, hostfile: Optional[str], rank_text: Optional[str]) -> Tuple[int, int, Optional[int]]:
+    """(local rank, local size, local main): an MPI launcher's variables, else the hostfile, else a host exchange."""
+    from_mpi = mpi_placement(os.environ)
+    if from_mpi is not None:
+        return from_mpi[0], from_mpi[1], None
+    if hostfile:
+        local_size, local_rank = mlx_ranks_on_this_host(hostfile, rank_text)
+        return local_rank, local_size, hostfile_local_main(hostfile, rank_text)
+    return _exchange_hosts(group)
+
 
 _WORLD: Dict[str, World] = {}
 
@@ -270,6 +396,7 @@ def current_world() -> World:
         if group is None or group.size() == 1:
             _WORLD["world"] = World(None)
         else:
-            local_size, local_rank = mlx_ranks_on_this_host(hostfile, rank_text)
-            _WORLD["world"] = World(group, local_rank, local_size, _Watchdog(group.rank(), read_timeout()))
+            local_rank, local_size, local_main = _placement(group, hostfile, rank_text)
+            watchdog = _Watchdog(group.rank(), read_timeout())
+            _WORLD["world"] = World(group, local_rank, local_size, watchdog, local_main)
     return _WORLD["world"]
