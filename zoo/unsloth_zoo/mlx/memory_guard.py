@@ -12,6 +12,7 @@ recommended working set, else on CPU the memory this process may use, cgroups in
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import os
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
@@ -23,6 +24,8 @@ from mlx.utils import tree_flatten
 
 from ..dataset_num_proc import _available_memory
 from .loss import masked_cross_entropy
+
+logger = logging.getLogger(__name__)
 
 GUARD_ENV_VAR = "UNSLOTH_MLX_MEMORY_GUARD"
 _OFF_WORDS = frozenset({"0", "off", "false", "no"})
@@ -242,7 +245,8 @@ def trainer_probe(trainer: Any) -> Probe:
 
 def check_memory_fits(trainer: Any) -> None:
     """Raise `MemoryBudgetExceeded` on every rank when this rank's first step would not fit; otherwise nothing."""
-    if not guard_enabled():
+    # A vision model's step needs its images, which the probe's text-only batch cannot give, so it is not measured.
+    if not guard_enabled() or hasattr(trainer.model, "vision_tower"):
         return
     world = trainer.world
     failure: Optional[BaseException] = None
@@ -252,6 +256,14 @@ def check_memory_fits(trainer: Any) -> None:
             failure = _overflow(trainer, budget)
     except MemoryError as error:
         failure = error
+    except Exception as error:
+        # A model the plain causal-LM pass cannot call (a vision model wants its images) is not measured here.
+        logger.warning(
+            "The memory check before the first step was skipped: a plain forward pass of this %s failed (%s: %s).",
+            type(trainer.model).__name__,
+            type(error).__name__,
+            error,
+        )
     if world.is_distributed:
         world.exchange_status("the memory check before the first step", failure, [0])
     if failure is not None:
