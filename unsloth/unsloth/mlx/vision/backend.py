@@ -8,6 +8,7 @@ causal forward pass the trainer differentiates, and token-by-token generation. N
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -122,7 +123,8 @@ def model_family(model: Any) -> str:
     return str(getattr(getattr(model, "config", None), "model_type", ""))
 
 
-def vision_families() -> List[str]:
+@functools.lru_cache(maxsize=1)
+def vision_families() -> Tuple[str, ...]:
     """Every mlx-vlm model family with a vision tower: a package under `mlx_vlm.models` holding a `vision` module or
     exporting a `VisionModel` (read as files: importing every family would take seconds)."""
     spec = importlib.util.find_spec("mlx_vlm.models")
@@ -131,7 +133,7 @@ def vision_families() -> List[str]:
     for package in (path for folder in folders for path in folder.iterdir() if (path / "__init__.py").is_file()):
         if (package / "vision.py").is_file() or "VisionModel" in (package / "__init__.py").read_text("utf-8"):
             found.add(package.name)
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def trainable_families() -> List[str]:
