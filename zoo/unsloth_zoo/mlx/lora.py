@@ -4,7 +4,9 @@
 LoRA layers, and train `embed_tokens` / `lm_head` in full when they are named, as CUDA Unsloth's modules_to_save.
 
 A target name matches a module path in any block that equals it or ends with `.name` (PEFT's suffix rule), so
-hybrid models get LoRA on every block that has the name, not only on blocks shaped like the first one.
+hybrid models get LoRA on every block that has the name, not only on blocks shaped like the first one. The names
+transformers 5 and CUDA Unsloth give a MoE layer's experts (`gate_up_proj`, `experts`, Mixtral's `w1`..`w3`) reach
+mlx_lm's expert stacks (SwitchGLU / SwitchMLP) in every family. A refused list leaves the model unchanged.
 """
 
 from __future__ import annotations
@@ -21,6 +23,27 @@ MLX_NAMES = {
     "shared_mlp.input_linear": ("mlp.gate_proj", "mlp.up_proj"),
     "shared_mlp.output_linear": ("mlp.down_proj",),
 }
+# The expert parts (gate, up, down) each Hugging Face expert name means. Upstream's MoE names reach the experts beside
+# any literal match (`down_proj` names both a dense MLP and the experts); older per-family names, matching nothing
+# as spelled, reach the dense MLP mlx_lm renamed them to (LFM2-MoE's `w1` is its `gate_proj`), else the experts.
+MOE_EXPERT_NAMES = {
+    "gate_up_proj": ("gate", "up"),
+    "gate_proj": ("gate",),
+    "up_proj": ("up",),
+    "down_proj": ("down",),
+    "experts": ("gate", "up", "down"),
+}
+LEGACY_EXPERT_NAMES = {
+    "w1": ("gate",),
+    "w3": ("up",),
+    "v1": ("up",),
+    "w2": ("down",),
+    "input_linear": ("gate", "up"),
+    "output_linear": ("down",),
+}
+DENSE_PARTS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
+# mlx_lm's expert linears by the part each plays: SwitchGLU's three, SwitchMLP's fc1 (up) and fc2 (down).
+SWITCH_PARTS = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "fc1": "up", "fc2": "down"}
 # A plain attribute, not an mlx container, so the settings never show up among the model's parameters.
 SETTINGS_ATTRIBUTE = "unsloth_lora_settings"
 
@@ -72,13 +95,43 @@ def _matches(path: str, target: str) -> bool:
     return path == target or path.endswith("." + target)
 
 
-def _resolved(targets: Sequence[str], paths: Sequence[str]) -> List[str]:
-    """The targets, each Hugging Face name that matches nothing here replaced by its mlx_lm names."""
-    resolved: List[str] = []
-    for target in targets:
-        literal = any(_matches(path, target) for path in paths)
-        resolved.extend((target,) if literal or target not in MLX_NAMES else MLX_NAMES[target])
-    return list(dict.fromkeys(resolved))
+def expert_parts(blocks: Sequence[Any]) -> Dict[str, str]:
+    """Each expert linear's block-relative path (a child of a SwitchGLU / SwitchMLP) and the part it plays."""
+    from mlx_lm.models.switch_layers import SwitchGLU, SwitchMLP
+
+    found: Dict[str, str] = {}
+    for block in blocks:
+        for path, module in block.named_modules():
+            if isinstance(module, (SwitchGLU, SwitchMLP)):
+                for name, part in SWITCH_PARTS.items():
+                    if name in module:
+                        found[f"{path}.{name}"] = part
+    return found
+
+
+def _expert_name(target: str) -> Tuple[str, bool]:
+    """The expert name a target spells (`experts.gate_up_proj` as `gate_up_proj`) and whether it says `experts`."""
+    parts = target.split(".")
+    if len(parts) >= 2 and parts[-2] == "experts":
+        return parts[-1], True
+    return target, False
+
+
+def _target_paths(target: str, paths: Sequence[str], experts: Dict[str, str]) -> List[str]:
+    """The adaptable paths one target name reaches: its literal matches, mlx_lm's renames, and the MoE experts."""
+    literal = [path for path in paths if _matches(path, target)]
+    if not literal and target in MLX_NAMES:
+        literal = [path for path in paths if any(_matches(path, name) for name in MLX_NAMES[target])]
+    name, under_experts = _expert_name(target)
+    wanted = MOE_EXPERT_NAMES.get(name, ())
+    if not wanted and (not literal or under_experts):
+        wanted = LEGACY_EXPERT_NAMES.get(name, ())
+        dense = [DENSE_PARTS[part] for part in wanted]
+        renamed = [path for path in paths if path not in experts and any(_matches(path, leaf) for leaf in dense)]
+        if renamed and not under_experts:
+            return renamed
+    reached = [path for path, part in experts.items() if part in wanted]
+    return list(dict.fromkeys((reached if under_experts else literal + reached)))
 
 
 def adaptable_paths(blocks: Sequence[Any]) -> Tuple[str, ...]:
@@ -109,9 +162,11 @@ def _refuse_unmatched(unmatched: List[str], paths: Sequence[str], full: Dict[str
     raise ValueError(
         f"target_modules: {', '.join(repr(name) for name in unmatched)} "
         f"{'matches' if len(unmatched) == 1 else 'match'} nothing in this model; "
-        f"its adaptable names are {', '.join(names)} (a dotted path such as {paths[0]!r} also works)"
+        f"its adaptable names are {', '.join(names)} (a dotted path such as {paths[0]!r} also works); "
+        "the model is unchanged"
         if paths
-        else f"target_modules: {unmatched} match nothing, and this model has no linear layer to adapt"
+        else f"target_modules: {unmatched} match nothing, and this model has no linear layer to adapt; "
+        "the model is unchanged"
     )
 
 
@@ -165,10 +220,13 @@ def apply_lora(
     layers = len(blocks) if num_layers is None else int(num_layers)
     paths = adaptable_paths(blocks[len(blocks) - layers :] if layers > 0 else [])
     full = _full_modules(model)
-    wanted = _resolved(list(target_modules), paths)
-    keys = tuple(path for path in paths if any(_matches(path, target) for target in wanted))
+    experts = expert_parts(blocks[len(blocks) - layers :] if layers > 0 else [])
+    wanted = list(dict.fromkeys(target_modules))
+    reached = {target: _target_paths(target, paths, experts) for target in wanted}
+    keys = tuple(path for path in paths if any(path in found for found in reached.values()))
     saved = tuple(name for name in FULL_TARGETS if name in wanted and name in full)
-    unmatched = [t for t in wanted if t not in saved and not any(_matches(path, t) for path in paths)]
+    unmatched = [target for target in wanted if target not in saved and not reached[target]]
+    # Every refusal comes before the model is frozen or changed, so the caller's model stays as it was.
     if (strict and unmatched) or not (keys or saved):
         _refuse_unmatched(unmatched or wanted, paths, full)
     settings = LoraSettings(

@@ -1,0 +1,158 @@
+"""Tiny in-memory models of every mlx_lm family whose experts are SwitchGLU / SwitchMLP stacks, for LoRA target tests.
+
+`moe_families()` asks the installed mlx_lm which families those are (a module that imports `switch_layers`, itself or
+through a module it imports), so a MoE family mlx_lm adds has no config here and shows up as a failing test row.
+Each config is one shared tiny shape plus the keys that family's `ModelArgs` requires or needs to place experts in
+the first two blocks.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+from pathlib import Path
+from typing import Any, Dict, Tuple
+
+SWITCH_MODULE = "switch_layers"
+# The shared tiny shape, in Hugging Face key names; each ModelArgs keeps only the keys it declares.
+BASE = {
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 128,
+    "moe_intermediate_size": 32,
+    "expert_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32,
+    "shared_intermediate_size": 32,
+    "num_experts": 4,
+    "n_routed_experts": 4,
+    "num_local_experts": 4,
+    "moe_num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_k": 2,
+    "moe_topk": 2,
+    "n_shared_experts": 1,
+    "num_shared_experts": 1,
+    "rms_norm_eps": 1e-5,
+    "layer_norm_eps": 1e-5,
+    "norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "use_bias": False,
+    "first_k_dense_replace": 0,
+    "moe_layer_freq": 1,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "norm_topk_prob": True,
+    "kv_lora_rank": 16,
+    "q_lora_rank": 16,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 16,
+    "n_group": 1,
+    "topk_group": 1,
+    "routed_scaling_factor": 1.0,
+    "topk_method": "noaux_tc",
+    "scoring_func": "sigmoid",
+    "sliding_window": 32,
+    "partial_rotary_factor": 1.0,
+    "rope_scaling": None,
+    "use_qk_norm": False,
+}
+_TWO_ATTENTION = {"layer_types": ["full_attention", "full_attention"]}
+# Each family's keys beyond BASE: what its ModelArgs requires, or what puts experts in the first two blocks.
+FAMILY_KEYS: Dict[str, Dict[str, Any]] = {
+    "Klear": {},
+    "afmoe": {**_TWO_ATTENTION, "num_dense_layers": 0, "mup_enabled": False},
+    "bailing_moe": {},
+    "bailing_moe_v3": {},
+    "deepseek": {},
+    "deepseek_v2": {"topk_method": "greedy", "rope_scaling": {"factor": 1.0, "original_max_position_embeddings": 256}},
+    "deepseek_v3": {},
+    "deepseek_v32": {},
+    "deepseek_v41": {},
+    "dots1": {},
+    "ernie4_5_moe": {"moe_num_shared_experts": 1},
+    "exaone_moe": {**_TWO_ATTENTION, "is_moe_layer": [True, True]},
+    "glm4_moe": {},
+    "glm4_moe_lite": {},
+    "gpt_oss": {"layer_types": ["sliding_attention", "full_attention"]},
+    "granitemoe": {
+        "logits_scaling": 1.0,
+        "attention_multiplier": 0.25,
+        "embedding_multiplier": 1.0,
+        "residual_multiplier": 1.0,
+    },
+    "hunyuan": {
+        "num_shared_expert": 1,
+        "use_mixed_mlp_moe": True,
+        "use_cla": False,
+        "cla_share_factor": 2,
+        "rope_scaling": {"alpha": 1.0, "factor": 1.0, "type": "dynamic"},
+    },
+    "laguna": {},
+    "lfm2_moe": {
+        "use_expert_bias": False,
+        "num_dense_layers": 0,
+        "conv_bias": False,
+        "conv_L_cache": 3,
+        "layer_types": ["conv", "full_attention"],
+    },
+    "mellum": {**_TWO_ATTENTION, "rope_parameters": {"full_attention": {"rope_theta": 10000.0}}},
+    "minimax": {"rotary_dim": 16},
+    "mixtral": {},
+    "olmoe": {},
+    "phimoe": {},
+    "qwen2_moe": {},
+    "qwen3_moe": {},
+    "solar_open": {},
+}
+
+
+def _relative_imports(path: Path) -> set:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found.update([node.module.split(".")[0]] if node.module else [alias.name for alias in node.names])
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def moe_families() -> Tuple[str, ...]:
+    """Every `mlx_lm.models` module that builds switch-layer experts, read from the installed mlx_lm's source."""
+    import mlx_lm.models
+
+    folder = Path(mlx_lm.models.__file__).parent
+    imports = {path.stem: _relative_imports(path) for path in folder.glob("*.py")}
+
+    def reaches(name: str, seen: frozenset) -> bool:
+        return SWITCH_MODULE in imports.get(name, ()) or any(
+            reaches(other, seen | {name}) for other in imports.get(name, ()) if other not in seen
+        )
+
+    return tuple(sorted(name for name in imports if name != SWITCH_MODULE and reaches(name, frozenset())))
+
+
+def moe_config(family: str) -> Dict[str, Any]:
+    """The tiny config dict of `family`; KeyError naming this kit when the family has none yet."""
+    if family not in FAMILY_KEYS:
+        raise KeyError(f"no tiny config for mlx_lm's MoE family {family!r}: add its keys to FAMILY_KEYS in {__file__}")
+    return {**BASE, "model_type": family, **FAMILY_KEYS[family]}
+
+
+def build_moe_model(family: str, seed: int = 0) -> Any:
+    """An mlx_lm model of `family` built from its tiny config with a fixed seed, weights evaluated."""
+    import mlx.core as mx
+
+    module = importlib.import_module(f"mlx_lm.models.{family}")
+    mx.random.seed(seed)
+    model = module.Model(module.ModelArgs.from_dict(moe_config(family)))
+    mx.eval(model.parameters())
+    return model
