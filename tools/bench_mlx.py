@@ -24,6 +24,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from tools.bench_mlx_shapes import add_shape_arguments  # noqa: E402  (after the path that finds `tools`)
+
 
 def token_rows(count: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
     """Seeded random rows of exactly `length` ids, avoiding the special ids 0-4."""
@@ -168,8 +170,14 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
 
         (workdir / "dpo").mkdir()
         dpo = measure_dpo(folder, options, workdir / "dpo")
+    shapes = None
+    if options.shapes:
+        from tools.bench_mlx_shapes import measure_shapes
+
+        (workdir / "shapes").mkdir()
+        shapes = measure_shapes(workdir / "shapes", options)
     if options.steps <= 0:
-        return {"generation": generation, "packing": packing, "grpo": grpo, "dpo": dpo}
+        return {"generation": generation, "packing": packing, "grpo": grpo, "dpo": dpo, "shapes": shapes}
     positions = options.batch * (options.seq_len - 1) * options.steps
     runners = {"mlx_lm": lambda out: time_mlx_lm(folder, rows, options, out)}
     for compile_steps in options.compile:
@@ -196,6 +204,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "packing": packing,
         "grpo": grpo,
         "dpo": dpo,
+        "shapes": shapes,
     }
 
 
@@ -229,6 +238,10 @@ def format_table(result: dict) -> str:
         from tools.bench_mlx_dpo import format_dpo_table
 
         lines += ["", format_dpo_table(result["dpo"])] if lines else [format_dpo_table(result["dpo"])]
+    if result.get("shapes"):
+        from tools.bench_mlx_shapes import format_shapes_table
+
+        lines += ["", format_shapes_table(result["shapes"])] if lines else [format_shapes_table(result["shapes"])]
     return "\n".join(lines)
 
 
@@ -246,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--clip", default="global_norm", help="our grad_clip_mode (mlx_lm's trainer does not clip)")
     parser.add_argument("--compile", choices=("off", "on", "both"), default="both")
-    parser.add_argument("--steps-only", action="store_true", help="skip the generation comparison")
+    parser.add_argument("--steps-only", action="store_true", help="skip generation, GRPO, DPO and shapes")
     parser.add_argument("--prompt-len", type=int, default=64, help="prompt tokens for the generation comparison")
     parser.add_argument("--generate-tokens", type=int, default=256, help="new tokens per generation run (0: skip)")
     parser.add_argument("--json", type=Path, help="also write the full result here")
@@ -265,12 +278,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dpo-prompt-len", type=int, default=32, help="prompt tokens of each DPO row")
     parser.add_argument("--dpo-answer-len", type=int, default=32, help="chosen and rejected tokens of each DPO row")
+    add_shape_arguments(parser)
     options = parser.parse_args(argv)
+    if options.shapes == "none":
+        options.shapes = ""
     options.compile = {"off": [False], "on": [True], "both": [False, True]}[options.compile]
     if options.steps_only:
         options.generate_tokens = 0
         options.grpo_prompts = 0
         options.dpo_steps = 0
+        options.shapes = ""
     from tools.bench_mlx_dpo import lora_available
 
     if options.dpo_steps is None:

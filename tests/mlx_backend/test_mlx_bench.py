@@ -35,6 +35,8 @@ def test_bench_compares_both_trainers_and_writes_json(tmp_path, capsys):
         "0",
         "--dpo-steps",
         "0",
+        "--shapes",
+        "none",
     ]
     assert bench_mlx.main(arguments) == 0
 

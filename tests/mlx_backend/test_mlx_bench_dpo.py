@@ -8,6 +8,7 @@ import sys
 import pytest
 
 TINY = ["--hidden", "32", "--layers", "1", "--vocab", "512", "--steps", "0", "--repeats", "1", "--rank", "4"]
+TINY += ["--shapes", "none"]
 TINY += ["--generate-tokens", "0", "--packing-rows", "0", "--grpo-prompts", "0", "--batch", "2"]
 
 

@@ -12,6 +12,7 @@ def test_bench_reports_grpo_sampling_against_batch_generate(tmp_path, capsys):
     arguments = ["--hidden", "32", "--layers", "1", "--vocab", "512", "--steps", "0", "--repeats", "1"]
     arguments += ["--generate-tokens", "0", "--packing-rows", "0", "--prompt-len", "6"]
     arguments += ["--grpo-prompts", "2", "--grpo-generations", "3", "--grpo-tokens", "5", "--dpo-steps", "0"]
+    arguments += ["--shapes", "none"]
     assert bench_mlx.main([*arguments, "--json", str(out)]) == 0
 
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]

@@ -13,7 +13,7 @@ def test_bench_reports_packing_on_and_off(tmp_path, capsys):
     out = tmp_path / "bench.json"
     arguments = ["--hidden", "32", "--layers", "1", "--vocab", "512", "--batch", "2", "--seq-len", "33"]
     arguments += ["--steps", "0", "--repeats", "1", "--rank", "4", "--generate-tokens", "0", "--packing-rows", "8"]
-    arguments += ["--grpo-prompts", "0", "--dpo-steps", "0"]
+    arguments += ["--grpo-prompts", "0", "--dpo-steps", "0", "--shapes", "none"]
     assert bench_mlx.main([*arguments, "--json", str(out)]) == 0
 
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
