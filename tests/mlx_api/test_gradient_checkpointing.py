@@ -128,3 +128,18 @@ def test_vision_training_recomputes_language_and_vision_blocks(tmp_path) -> None
         callbacks=[watcher],
     ).train()
     assert watcher.seen == [True, True]
+
+
+def test_grpo_samples_and_trains_with_recomputed_blocks(load_public, tmp_path) -> None:
+    from .test_grpo import build
+
+    rising = [lambda completions, **kw: [float(i) for i in range(len(completions))]]
+    losses = {}
+    for value in (False, True):
+        trainer = build(load_public, tmp_path / str(value), rising, beta=0.1, gradient_checkpointing=value)
+        watcher = BlockWatcher()
+        trainer.add_callback(watcher)
+        trainer.train()
+        assert watcher.seen == [value, value]
+        losses[value] = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert losses[True] == pytest.approx(losses[False], abs=1e-5)

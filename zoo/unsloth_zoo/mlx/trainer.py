@@ -30,6 +30,7 @@ from .checkpoint import (
     sorted_checkpoints,
 )
 from .checkpointing import gradient_checkpointing, wants_gradient_checkpointing
+from .chunked_loss import output_head
 from .config import MLXTrainingConfig, coerce_config
 from .data import EncodeRows, TokenizedRows, epoch_batches, pad_batch, tokenize_dataset
 from .distributed import WORLD_FILE, World, check_world_size, current_world, shard, world_file_text
@@ -192,6 +193,8 @@ class MLXTrainer:
 
     def _build_step_functions(self) -> None:
         model, optimizer = self.model, self.optimizer
+        # Settled once here, outside any compiled trace: whether the loss may take the logits chunk by chunk.
+        output_head(model)
         loss_and_grad = nn.value_and_grad(model, masked_cross_entropy)
 
         def forward_backward(tokens: mx.array, lengths: mx.array) -> Any:
@@ -456,7 +459,7 @@ class MLXTrainer:
             if not len(indices):
                 continue
             tokens, lengths = pad_batch(self.eval_rows, indices, self.pad_id, self.args.pad_to_multiple_of)
-            loss, _ = masked_cross_entropy(self.model, mx.array(tokens), mx.array(lengths))
+            loss, _ = masked_cross_entropy(self.model, mx.array(tokens), mx.array(lengths), differentiable=False)
             # Each row is credited with its batch's token mean, as the Trainer repeats a batch's loss per row.
             row_losses += [loss.item()] * len(indices)
             self._fire("on_prediction_step")

@@ -16,7 +16,7 @@ from .reference import ReferencePolicy
 
 def sequence_log_probs(model: Any, batch: PairBatch) -> mx.array:
     """Each sequence's summed log-probability of its completion tokens."""
-    per_token, _ = token_log_probs(model, batch.tokens)
+    per_token = token_log_probs(model, batch.tokens, differentiable=False).log_probs
     return (per_token * batch.completion).sum(axis=-1)
 
 
@@ -61,23 +61,19 @@ class DPOTrainer(PreferenceTrainer):
         return self.reference.run(lambda model: sequence_log_probs(model, batch))
 
     def loss_and_metrics(self, model: Any, batch: PairBatch, reference: Any) -> Tuple[mx.array, Dict[str, mx.array]]:
-        per_token, logits = token_log_probs(model, batch.tokens)
-        logps = (per_token * batch.completion).sum(axis=-1)
+        scores = token_log_probs(model, batch.tokens, statistics=True)
+        logps = (scores.log_probs * batch.completion).sum(axis=-1)
         pairs = batch.pairs
         chosen_ratio = logps[:pairs] - reference[:pairs]
         rejected_ratio = logps[pairs:] - reference[pairs:]
         beta = float(self.args.beta)
         # -log(sigmoid(x)) written as softplus(-x), stable for large |x|.
         loss = mx.logaddexp(0.0, -beta * (chosen_ratio - rejected_ratio)).mean()
-        return loss, self._metrics(logits, logps, chosen_ratio, rejected_ratio, batch)
+        return loss, self._metrics(scores, logps, chosen_ratio, rejected_ratio, batch)
 
-    def _metrics(self, logits: Any, logps: Any, chosen_ratio: Any, rejected_ratio: Any, batch: PairBatch) -> Dict:
-        logits = mx.stop_gradient(logits)
+    def _metrics(self, scores: Any, logps: Any, chosen_ratio: Any, rejected_ratio: Any, batch: PairBatch) -> Dict:
         pairs, mask = batch.pairs, batch.completion
-        probabilities = mx.softmax(logits, axis=-1)
-        entropy = mx.logsumexp(logits, axis=-1) - (probabilities * logits).sum(axis=-1)
-        mean_logits = logits.mean(axis=-1)
-        correct = (mx.argmax(logits, axis=-1) == batch.tokens[:, 1:]).astype(mx.float32)
+        entropy, mean_logits, correct = scores.entropy, scores.mean_logit, scores.argmax_hit
         chosen_rewards = mx.stop_gradient(self.args.beta * chosen_ratio)
         rejected_rewards = mx.stop_gradient(self.args.beta * rejected_ratio)
         logps = mx.stop_gradient(logps)

@@ -35,7 +35,8 @@ class ORPOTrainer(PreferenceTrainer):
 
     def loss_and_metrics(self, model: Any, batch: PairBatch, reference: Any) -> Tuple[mx.array, Dict[str, mx.array]]:
         # TRL averages logits over padding too, computed with its attention mask; the mask makes ours the same.
-        per_token, logits = token_log_probs(model, batch.tokens, batch.real)
+        scores = token_log_probs(model, batch.tokens, batch.real, statistics=True)
+        per_token = scores.log_probs
         pairs = batch.pairs
         # TRL's NLL covers the chosen rows' every real token, prompt included.
         nll = -(per_token[:pairs] * batch.targets[:pairs]).sum() / mx.maximum(batch.targets[:pairs].sum(), 1)
@@ -46,7 +47,7 @@ class ORPOTrainer(PreferenceTrainer):
         beta = float(self.args.beta)
         loss = nll - (beta * ratio).mean()
         chosen_rewards, rejected_rewards = mx.stop_gradient(beta * chosen), mx.stop_gradient(beta * rejected)
-        logits = mx.stop_gradient(logits)
+        mean_logits = scores.mean_logit
         metrics = {
             "rewards/chosen": chosen_rewards.mean(),
             "rewards/rejected": rejected_rewards.mean(),
@@ -55,8 +56,8 @@ class ORPOTrainer(PreferenceTrainer):
             "logps/rejected": mx.stop_gradient(rejected).mean(),
             "logps/chosen": mx.stop_gradient(chosen).mean(),
             # As TRL: the plain mean over every position of the padded batch and the whole vocabulary.
-            "logits/rejected": logits[pairs:].mean(),
-            "logits/chosen": logits[:pairs].mean(),
+            "logits/rejected": mean_logits[pairs:].mean(),
+            "logits/chosen": mean_logits[:pairs].mean(),
             "nll_loss": mx.stop_gradient(nll),
             "log_odds_ratio": mx.stop_gradient(ratio).mean(),
             "log_odds_chosen": mx.stop_gradient(log_odds).mean(),

@@ -18,6 +18,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from unsloth_zoo.mlx.chunked_loss import TokenScores, token_scores
 from unsloth_zoo.mlx.data import TokenizedRows, epoch_batches
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
@@ -96,18 +97,15 @@ class PaddingMask:
         return keys, values
 
 
-def token_log_probs(model: Any, tokens: mx.array, real: Any = None) -> Tuple[mx.array, mx.array]:
-    """Each target token's log-probability under `model`, and the float32 logits that gave them; `real` (a mask
-    of the input positions that are not padding) hides the padding from attention."""
+def token_log_probs(
+    model: Any, tokens: mx.array, real: Any = None, statistics: bool = False, differentiable: bool = True
+) -> TokenScores:
+    """Each target token's log-probability under `model` (and, with `statistics`, the logits' entropy, mean and
+    argmax hit per position), a chunk of positions at a time; `real` (a mask of the input positions that are
+    not padding) hides the padding from attention."""
     inputs = tokens[:, :-1]
-    if real is None:
-        logits = model(inputs)
-    else:
-        logits = model(inputs, cache=[PaddingMask(real)] * len(model.layers))
-    logits = logits.astype(mx.float32)
-    log_probs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
-    chosen = mx.take_along_axis(log_probs, tokens[:, 1:, None].astype(mx.int32), axis=-1).squeeze(-1)
-    return chosen, logits
+    cache = None if real is None else [PaddingMask(real)] * len(model.layers)
+    return token_scores(model, inputs, tokens[:, 1:], cache=cache, statistics=statistics, differentiable=differentiable)
 
 
 def _split_call(kind: type, positionals: Tuple[Any, ...], keywords: Dict[str, Any]) -> Tuple[Tuple[Any, ...], Any]:

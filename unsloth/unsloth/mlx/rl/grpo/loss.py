@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import mlx.core as mx
 import numpy as np
+from unsloth_zoo.mlx.chunked_loss import token_scores
 
 STD_FLOOR = 1e-4
 
@@ -100,19 +101,24 @@ def build_batch(
     )
 
 
-def completion_logps(model: Any, batch: CompletionBatch, temperature: float, with_entropy: bool = False) -> Any:
+def completion_logps(
+    model: Any, batch: CompletionBatch, temperature: float, with_entropy: bool = False, differentiable: bool = True
+) -> Any:
     """Per-token log-probabilities of each completion token (logits divided by the temperature, as TRL does),
-    and optionally the per-token entropies."""
-    logits = model(batch.tokens[:, :-1]).astype(mx.float32) / temperature
+    and optionally the per-token entropies; the logits are taken a chunk of positions at a time."""
+    inputs = batch.tokens[:, :-1]
     width = batch.completion_ids.shape[1]
-    positions = mx.minimum(batch.completion_starts[:, None] - 1 + mx.arange(width)[None, :], logits.shape[1] - 1)
-    picked = logits[mx.arange(logits.shape[0])[:, None], positions]
-    logprobs = picked - mx.logsumexp(picked, axis=-1, keepdims=True)
-    token_logps = mx.take_along_axis(logprobs, batch.completion_ids[:, :, None], axis=-1).squeeze(-1)
-    if not with_entropy:
-        return token_logps
-    entropy = -(mx.exp(logprobs) * logprobs).sum(-1)
-    return token_logps, entropy
+    positions = mx.minimum(batch.completion_starts[:, None] - 1 + mx.arange(width)[None, :], inputs.shape[1] - 1)
+    scores = token_scores(
+        model,
+        inputs,
+        batch.completion_ids,
+        temperature=temperature,
+        positions=positions,
+        statistics=with_entropy,
+        differentiable=differentiable,
+    )
+    return (scores.log_probs, scores.entropy) if with_entropy else scores.log_probs
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from mlx.utils import tree_map
 
 from unsloth_zoo.mlx.callbacks import CallbackHandler, FlowCallback, TrainerControl, TrainerState
 from unsloth_zoo.mlx.checkpoint import rotate_checkpoints, save_checkpoint, save_model_files
+from unsloth_zoo.mlx.checkpointing import gradient_checkpointing, wants_gradient_checkpointing
 from unsloth_zoo.mlx.optim import build_optimizer, build_schedule, clip_gradients, learning_rates, resolve_warmup_steps
 from unsloth_zoo.mlx.trainer import TrainOutput
 
@@ -327,7 +328,9 @@ class GRPOTrainer:
             part = slice(start, start + size)
             batch = build_batch(prompt_ids[part], completion_ids[part], masks[part], advantages[part], self.pad_id)
             if self.reference is not None:
-                batch.ref_logps = self.reference.run(lambda model: completion_logps(model, batch, settings.temperature))  # noqa: B023
+                batch.ref_logps = self.reference.run(
+                    lambda model: completion_logps(model, batch, settings.temperature, differentiable=False)  # noqa: B023
+                )
             (loss, pieces), micro = loss_and_grad(self.model, batch)
             grads = micro if grads is None else tree_map(mx.add, grads, micro)
             mx.eval(loss, grads)
@@ -370,6 +373,11 @@ class GRPOTrainer:
     def train(self, resume_from_checkpoint: Any = None, **_: Any) -> TrainOutput:
         if resume_from_checkpoint not in (None, False):
             raise NotImplementedError("resume_from_checkpoint: GRPO on MLX starts each run afresh")
+        requested = wants_gradient_checkpointing(self.model, getattr(self.args, "gradient_checkpointing", False))
+        with gradient_checkpointing(self.model, requested):
+            return self._train_steps()
+
+    def _train_steps(self) -> TrainOutput:
         args = self.args
         max_steps, steps_per_epoch = self._plan()
         self._create_optimizer(max_steps)

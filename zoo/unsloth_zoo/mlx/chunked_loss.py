@@ -1,0 +1,257 @@
+# SPDX-License-Identifier: LGPL-3.0-or-later
+# Copyright 2026 the unsloth_zoo authors.
+"""Per-token log-probabilities without ever holding the whole `[tokens x vocabulary]` logits.
+
+The model body gives hidden states; the output head (with the family's softcap or logit scale) then runs over a
+chunk of positions at a time. With a frozen head each chunk's gradient is taken while its logits exist, so the
+backward pass neither keeps nor recomputes them; a trainable head recomputes its chunk under `mx.checkpoint`.
+A model whose head cannot be split this way (checked once against its own forward) gets the whole logits, and
+says so once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+
+logger = logging.getLogger(__name__)
+
+#: Float32 logits one chunk may hold (16 MiB); a vocabulary of 262,144 gets 16 positions a chunk.
+CHUNK_ELEMENTS = 1 << 22
+_VERDICT_ATTRIBUTE = "_unsloth_output_head_splits"
+_PROBE = ((1, 2, 3, 4, 5, 6, 7, 8),)
+_warned_whole: set = set()
+
+
+class TokenScores(NamedTuple):
+    """Each target's log-probability; with `statistics=True` also (stopped-gradient) entropy, mean logit and
+    whether the most likely token was the target."""
+
+    log_probs: mx.array
+    entropy: Optional[mx.array] = None
+    mean_logit: Optional[mx.array] = None
+    argmax_hit: Optional[mx.array] = None
+
+
+class OutputHead(NamedTuple):
+    module: nn.Module
+    project: Callable[[mx.array], mx.array]
+    softcap: Optional[float]
+    scale: float
+
+
+def _family_args(model: Any) -> Any:
+    return getattr(model, "args", None) or getattr(getattr(model, "model", None), "args", None)
+
+
+def _candidate_heads(model: Any) -> List[OutputHead]:
+    """mlx-lm's possible heads after the body: `lm_head` or the tied embedding, with or without the config's
+    softcap and logit scaling (granite divides, cohere multiplies); the forward pass decides which is real."""
+    body = model.get("model") if isinstance(model, dict) else None
+    if not isinstance(body, nn.Module):
+        return []
+    args = _family_args(model)
+    projections = []
+    head, embed = model.get("lm_head"), body.get("embed_tokens")
+    if isinstance(head, nn.Module):
+        projections.append((head, head))
+    if hasattr(embed, "as_linear"):
+        projections.append((embed, embed.as_linear))
+    if getattr(model, "tie_word_embeddings", False):
+        projections.reverse()
+    softcap = float(getattr(args, "final_logit_softcapping", None) or 0) or None
+    scale = 1.0
+    if getattr(args, "logits_scaling", None):
+        scale /= float(args.logits_scaling)
+    if getattr(args, "logit_scale", None):
+        scale *= float(args.logit_scale)
+    endings = dict.fromkeys([(softcap, scale), (None, scale), (softcap, 1.0), (None, 1.0)])
+    return [OutputHead(module, project, cap, factor) for module, project in projections for cap, factor in endings]
+
+
+def _head_logits(head: OutputHead, hidden: mx.array, temperature: float) -> mx.array:
+    logits = head.project(hidden)
+    if head.scale != 1.0:
+        logits = logits * head.scale
+    if head.softcap is not None:
+        logits = mx.tanh(logits / head.softcap) * head.softcap
+    logits = logits.astype(mx.float32)
+    return logits / temperature if temperature != 1.0 else logits
+
+
+def _body(model: Any, inputs: mx.array, cache: Any) -> mx.array:
+    return model.model(inputs, cache=cache)
+
+
+def output_head(model: Any) -> Optional[OutputHead]:
+    """The model's output head when body-then-head reproduces its forward pass (checked once), else None."""
+    candidates = _candidate_heads(model)
+    verdict = getattr(model, _VERDICT_ATTRIBUTE, None)
+    if verdict is None:
+        verdict = next((index for index, head in enumerate(candidates) if _reproduces_forward(model, head)), -1)
+        object.__setattr__(model, _VERDICT_ATTRIBUTE, verdict)
+    return candidates[verdict] if 0 <= verdict < len(candidates) else None
+
+
+def _reproduces_forward(model: Any, head: OutputHead) -> bool:
+    probe = mx.array(_PROBE)
+    # Compared without dropout, which would draw different masks for the two passes.
+    training = getattr(model, "training", False)
+    model.eval()
+    try:
+        whole = mx.stop_gradient(model(probe)).astype(mx.float32)
+        split = mx.stop_gradient(_head_logits(head, _body(model, probe, None), 1.0))
+        if whole.shape != split.shape:
+            return False
+        tolerance = 1e-4 * max(1.0, mx.abs(whole).max().item())
+        return mx.abs(whole - split).max().item() <= tolerance
+    except Exception:  # a body with another call signature or output: the whole logits are used instead
+        return False
+    finally:
+        model.train(training)
+
+
+def _say_whole_once(model: Any) -> None:
+    name = getattr(_family_args(model), "model_type", None) or type(model).__name__
+    if name not in _warned_whole:
+        _warned_whole.add(name)
+        logger.warning(
+            "%s: the output head cannot be split from the model body, so the loss holds the whole "
+            "[tokens x vocabulary] logits (more memory at large vocabularies)",
+            name,
+        )
+
+
+def chunk_positions(vocabulary: int) -> int:
+    return max(1, CHUNK_ELEMENTS // max(vocabulary, 1))
+
+
+def _scores_from_logits(logits: mx.array, targets: mx.array, statistics: bool) -> Dict[str, mx.array]:
+    normaliser = mx.logsumexp(logits, axis=-1)
+    picked = mx.take_along_axis(logits, targets[..., None], axis=-1).squeeze(-1)
+    scores = {"log_probs": picked - normaliser}
+    if statistics:
+        plain = mx.stop_gradient(logits)
+        probabilities = mx.exp(plain - mx.stop_gradient(normaliser)[..., None])
+        scores["entropy"] = mx.stop_gradient(normaliser) - (probabilities * plain).sum(axis=-1)
+        scores["mean_logit"] = plain.mean(axis=-1)
+        scores["argmax_hit"] = (mx.argmax(plain, axis=-1) == targets).astype(mx.float32)
+    return scores
+
+
+def _frozen_head_chunk(head: OutputHead, temperature: float) -> Any:
+    """A chunk's log-probabilities whose gradient is taken in the forward pass, so no logits outlive it."""
+
+    @mx.custom_function
+    def chunk(hidden: mx.array, targets: mx.array) -> Any:
+        def log_probs(inner: mx.array) -> mx.array:
+            return _scores_from_logits(_head_logits(head, inner, temperature), targets, False)["log_probs"]
+
+        values, (unit,) = mx.vjp(log_probs, [hidden], [mx.ones(targets.shape, dtype=mx.float32)])
+        # Each target depends on its own position only, so a per-target cotangent scales its row of `unit`.
+        return values[0], mx.stop_gradient(unit)
+
+    @chunk.vjp
+    def chunk_vjp(primals: Any, cotangents: Any, outputs: Any) -> Any:
+        hidden, targets = primals
+        unit = outputs[1]
+        return (cotangents[0][..., None] * unit).astype(hidden.dtype), mx.zeros_like(targets)
+
+    return chunk
+
+
+def _trainable_head_chunk(head: OutputHead, temperature: float) -> Any:
+    """A chunk's log-probabilities recomputed in the backward pass, so the head's own weights get gradients."""
+
+    def chunk(hidden: mx.array, targets: mx.array) -> mx.array:
+        def log_probs(params: Any, inner: mx.array) -> mx.array:
+            head.module.update(params)
+            return _scores_from_logits(_head_logits(head, inner, temperature), targets, False)["log_probs"]
+
+        # Targets are closed over: they are indices, which have no gradient.
+        return mx.checkpoint(log_probs)(head.module.trainable_parameters(), hidden)
+
+    return chunk
+
+
+def _forward_only_chunk(head: OutputHead, temperature: float) -> Any:
+    def chunk(hidden: mx.array, targets: mx.array) -> mx.array:
+        logits = _head_logits(head, mx.stop_gradient(hidden), temperature)
+        return _scores_from_logits(logits, targets, False)["log_probs"]
+
+    return chunk
+
+
+def _head_has_trainable_weights(head: OutputHead) -> bool:
+    return any(True for _ in _leaves(head.module.trainable_parameters()))
+
+
+def _leaves(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        for value in tree.values():
+            yield from _leaves(value)
+    elif isinstance(tree, (list, tuple)):
+        for value in tree:
+            yield from _leaves(value)
+    elif isinstance(tree, mx.array):
+        yield tree
+
+
+def token_scores(
+    model: Any,
+    inputs: mx.array,
+    targets: mx.array,
+    *,
+    cache: Any = None,
+    temperature: float = 1.0,
+    positions: Optional[mx.array] = None,
+    statistics: bool = False,
+    chunk: Optional[int] = None,
+    differentiable: bool = True,
+) -> TokenScores:
+    """Log-probability of `targets` (`[rows, width]`) under `model` given `inputs`, in float32.
+
+    `positions` (`[rows, width]`) picks which input positions predict the targets (all of them when None);
+    `cache` is handed to the body as mlx-lm's per-layer caches are (a mask stand-in, say); `differentiable=False`
+    (evaluation, a reference policy) skips the gradient work a frozen head otherwise does in the forward pass.
+    """
+    targets = targets.astype(mx.int32)
+    head = output_head(model)
+    if head is None:
+        _say_whole_once(model)
+        logits = model(inputs, cache=cache) if cache is not None else model(inputs)
+        if positions is not None:
+            logits = logits[mx.arange(logits.shape[0])[:, None], positions]
+        logits = logits.astype(mx.float32)
+        logits = logits / temperature if temperature != 1.0 else logits
+        return TokenScores(**_scores_from_logits(logits, targets, statistics))
+    hidden = _body(model, inputs, cache)
+    if positions is not None:
+        hidden = hidden[mx.arange(hidden.shape[0])[:, None], positions]
+    rows, width = targets.shape
+    flat_hidden, flat_targets = hidden.reshape(rows * width, -1), targets.reshape(-1)
+    size = chunk or chunk_positions(int(getattr(_family_args(model), "vocab_size", 0) or 0))
+    if not differentiable:
+        step = _forward_only_chunk(head, temperature)
+    elif _head_has_trainable_weights(head):
+        step = _trainable_head_chunk(head, temperature)
+    else:
+        step = _frozen_head_chunk(head, temperature)
+    pieces: Dict[str, list] = {}
+    for start in range(0, rows * width, size):
+        part_hidden, part_targets = flat_hidden[start : start + size], flat_targets[start : start + size]
+        if pieces:
+            # Chained after the previous chunk, so only one chunk's logits exist at a time.
+            part_hidden = mx.depends(part_hidden, pieces["log_probs"][-1])
+        found = step(part_hidden, part_targets)
+        pieces.setdefault("log_probs", []).append(found[0] if isinstance(found, (tuple, list)) else found)
+        if statistics:
+            logits = _head_logits(head, mx.stop_gradient(part_hidden), temperature)
+            for name, value in _scores_from_logits(logits, part_targets, True).items():
+                if name != "log_probs":
+                    pieces.setdefault(name, []).append(value)
+    joined = {name: mx.concatenate(values).reshape(rows, width) for name, values in pieces.items()}
+    return TokenScores(**joined)
