@@ -16,6 +16,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 from .families import FAMILIES, family_name, family_of_template
 from .families.gemma import EMPTY_THOUGHT_CHANNEL, GEMMA_4_NAMES
+from .parts import UNSEEN_BY_TEXT_MODELS
 from .processor import is_processor, text_owner
 
 logger = logging.getLogger(__name__)
@@ -45,11 +46,7 @@ def _mapping_prologue(mapping: Dict[str, str]) -> str:
     )
 
 
-# What follows a part's type when it is refused: a text-only model cannot see it, a vision model takes images only.
-_UNSEEN_BY_TEXT_MODELS = (
-    "' was given to a text-only model's tokenizer, and the model cannot see or hear it: load the checkpoint with "
-    "FastVisionModel (or FastModel) to chat or train on images, audio or video"
-)
+# What follows a part's type when it is refused: a vision model takes images only.
 _UNSEEN_BY_PROCESSORS = "' was given; vision models on MLX take text and image parts only"
 
 
@@ -62,7 +59,7 @@ def _parts_prologue(image_text: Optional[str] = None) -> str:
         if image_text
         else ""
     )
-    unseen = _UNSEEN_BY_PROCESSORS if image_text else _UNSEEN_BY_TEXT_MODELS
+    unseen = _UNSEEN_BY_PROCESSORS if image_text else UNSEEN_BY_TEXT_MODELS
     return (
         "{%- set flat = namespace(items=[]) -%}"
         "{%- for message in messages -%}"

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MethodType
 from typing import Any, Optional
 
+from ..chat.parts import refuse_unseen_parts
 from . import hub
 from .generation import generate, read_generation_config
 
@@ -57,7 +58,9 @@ def _tokenizer_ids(tokenizer: Any) -> tuple:
 
 
 def _ids_chat_template(self: Any, conversation: Any, *args: Any, **kwargs: Any) -> Any:
-    """transformers 4's answer: ids, not a dict, unless `return_dict` is asked for (or an assistant mask needs it)."""
+    """transformers 4's answer: ids, not a dict, unless `return_dict` is asked for (or an assistant mask needs it).
+    An image, audio or video part is refused by name whatever template the tokenizer holds (the model's own too)."""
+    refuse_unseen_parts(conversation)
     if "return_dict" not in kwargs and not kwargs.get("return_assistant_tokens_mask"):
         kwargs["return_dict"] = False
     return type(self).apply_chat_template(self, conversation, *args, **kwargs)
@@ -84,6 +87,10 @@ def attach_methods(model: Any, tokenizer: Any, folder: Optional[str]) -> None:
         )
 
     model.generate = MethodType(model_generate, model)
+    # CUDA Unsloth gives every model save_lora, with or without vLLM (GRPO notebooks call it after fast_inference=False).
+    from .fast_inference import save_lora
+
+    model.save_lora = MethodType(save_lora, model)
     model.push_to_hub = MethodType(hub.model_push_to_hub, model)
     model.push_to_hub_merged = MethodType(hub.push_to_hub_merged, model)
     model.push_to_hub_gguf = MethodType(hub.push_to_hub_gguf, model)
