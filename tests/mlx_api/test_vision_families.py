@@ -37,6 +37,16 @@ def conversation(family: str, colour: str) -> Dict[str, Any]:
     }
 
 
+def prompt_inputs(processor: Any, image: Any, text: str) -> Dict[str, Any]:
+    """The processor's arrays for one prompt and image, called by keyword: processors differ in positional order
+    (mlx-vlm's PaddleOCR-VL takes the text first)."""
+    from unsloth.mlx.vision.backend import process_conversation
+
+    inputs = process_conversation(processor, text, [image])
+    inputs["input_ids"] = np.asarray([inputs["input_ids"]])
+    return inputs
+
+
 @pytest.mark.parametrize("family", vision_families())
 def test_each_mlx_vlm_vision_family_trains_here_or_is_refused_by_name(family) -> None:
     from tools.kits.tiny_vlm_model import BUILDERS
@@ -153,7 +163,7 @@ def test_the_trainers_loss_is_mlx_vlms_own_forward_and_training_answers_after_re
     FastVisionModel.for_inference(reloaded)
     messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True)
-    inputs = processor(square(family, "red"), text, add_special_tokens=False, return_tensors="np")
+    inputs = prompt_inputs(processor, square(family, "red"), text)
     output = reloaded.generate(**inputs, max_new_tokens=6)
     assert output.shape[1] > inputs["input_ids"].shape[1]
     assert processor.decode(output[0, inputs["input_ids"].shape[1] :].tolist(), skip_special_tokens=True).strip()
@@ -232,7 +242,7 @@ def test_lora_on_every_linear_keeps_generate_working(family, family_dirs) -> Non
     FastVisionModel.get_peft_model(model, r=4, target_modules="all-linear")
     messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True)
-    inputs = processor(square(family, "blue"), text, add_special_tokens=False, return_tensors="np")
+    inputs = prompt_inputs(processor, square(family, "blue"), text)
     output = model.generate(**inputs, max_new_tokens=3)
     assert output.shape[1] > inputs["input_ids"].shape[1]
 

@@ -649,6 +649,84 @@ def build_tiny_lfm2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 5
     return folder
 
 
+PADDLE_SPECIAL = [
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|IMAGE_START|>",
+    "<|IMAGE_END|>",
+    "<|IMAGE_PLACEHOLDER|>",
+    "<|video_pad|>",
+]
+
+
+def build_tiny_paddleocr_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny PaddleOCR-VL (an ERNIE 4.5 text model, a NaViT tower with 2x2 merging) in `folder`."""
+    from mlx_vlm.models import paddleocr_vl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    template = QWEN_TEMPLATE.replace(
+        "<|vision_start|><|image_pad|><|vision_end|>", "<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>"
+    )
+    ids = _write_tokenizer(
+        folder, vocab_size, PADDLE_SPECIAL, template, extra_special_tokens={"image_token": "<|IMAGE_PLACEHOLDER|>"}
+    )
+    config = {
+        "model_type": "paddleocr_vl",
+        "architectures": ["PaddleOCRVLForConditionalGeneration"],
+        "image_token_id": ids["<|IMAGE_PLACEHOLDER|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|IMAGE_START|>"],
+        "vision_end_token_id": ids["<|IMAGE_END|>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|pad|>"],
+        "bos_token_id": ids["<|im_start|>"],
+        "vocab_size": ids["__size__"],
+        # mlx-vlm's projector writes 1024-wide features whatever the config says, so the text model is that wide.
+        "hidden_size": 1024,
+        "num_hidden_layers": 2,
+        "intermediate_size": 256,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "use_bias": False,
+        "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 1024,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"rope_type": "default", "type": "default", "mrope_section": [16, 24, 24]},
+        "torch_dtype": "float32",
+        "vision_config": {
+            "model_type": "paddleocr_vl",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "image_size": QWEN_IMAGE_SIDE,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+        },
+    }
+    _write_json(folder / "config.json", config)
+    pixels = QWEN_IMAGE_SIDE * QWEN_IMAGE_SIDE
+    _write_json(
+        folder / "preprocessor_config.json",
+        {
+            "image_processor_type": "PaddleOCRVLImageProcessor",
+            "processor_class": "PaddleOCRVLProcessor",
+            "patch_size": 14,
+            "merge_size": 2,
+            "temporal_patch_size": 1,
+            "min_pixels": pixels,
+            "max_pixels": pixels,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+        },
+    )
+    _save_weights(folder, _model(paddleocr_vl, config, seed))
+    return folder
+
+
 # Gemma 4's token ids in the model-only tiny Gemma 4 (it has no tokenizer: its tests feed ids).
 GEMMA4_TOKENS = {"vocab": 300, "image": 290, "boi": 289, "eoi": 291, "audio": 292, "boa": 293, "eoa": 294, "eos": 1}
 GEMMA4_SPECIAL = ["<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>", "<|audio>", "<audio|>", "<|audio|>"]
@@ -766,6 +844,7 @@ BUILDERS = {
     "gemma4": build_tiny_gemma4,
     "mllama": build_tiny_mllama,
     "lfm2_vl": build_tiny_lfm2_vl,
+    "paddleocr_vl": build_tiny_paddleocr_vl,
     "pixtral": build_tiny_pixtral_as_hub,
     "mistral3": build_tiny_mistral3,
 }
@@ -779,6 +858,7 @@ IMAGE_SIDES = {
     "gemma4": GEMMA4_IMAGE_SIDE,
     "mllama": MLLAMA_IMAGE_SIDE,
     "lfm2_vl": LFM2_IMAGE_SIDE,
+    "paddleocr_vl": QWEN_IMAGE_SIDE,
     "pixtral": PIXTRAL_IMAGE_SIDE,
     "mistral3": PIXTRAL_IMAGE_SIDE,
 }
@@ -792,6 +872,7 @@ END_OF_TURN = {
     "gemma4": "<turn|>",
     "mllama": "<|eot_id|>",
     "lfm2_vl": "<|im_end|>",
+    "paddleocr_vl": "<|im_end|>",
     "pixtral": "<|eos|>",
     "mistral3": "<|eos|>",
 }

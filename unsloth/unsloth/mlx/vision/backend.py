@@ -43,7 +43,7 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
         "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "llama4", "llava", "llava_bunny", "llava_next",
         "llava_onevision", "llmjpvl", "locateanything", "mage_vl", "mimo_v2", "minicpmo", "minicpmv4_6", "minicpmv4_7",
         "minimax_m3_vl", "molmo", "molmo2", "molmo_point", "moondream2", "moondream3", "multi_modality", "muse_glimmer",
-        "muse_spark", "nemotron_h_nano_omni", "nemotron_parse", "paddleocr_vl", "paligemma", "phi3_v", "phi4_siglip",
+        "muse_spark", "nemotron_h_nano_omni", "nemotron_parse", "paligemma", "phi3_v", "phi4_siglip",
         "phi4mm", "plamo2vl", "prism_hadamard_qwen35", "qwen3_5_moe", "qwen3_omni_moe", "qwen3_vl_moe", "qwen4_exp",
         "smolvlm", "step3p7", "unlimited_ocr", "youtu_vl", "zaya1_vl",
     ),
@@ -112,7 +112,21 @@ def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:
     # mlx-vlm 0.7.10's Gemma 3 processor leaves the chat template on its tokenizer only.
     if getattr(processor, "chat_template", None) is None:
         processor.chat_template = getattr(getattr(processor, "tokenizer", None), "chat_template", None)
+    if type(processor).apply_chat_template.__module__.startswith("mlx_vlm."):
+        _render_as_text_by_default(processor)
     return model, processor
+
+
+def _render_as_text_by_default(processor: Any) -> None:
+    """mlx-vlm's PaddleOCR-VL processor renders through its tokenizer, which tokenizes unless told not to; a
+    Hugging Face processor returns the text, as notebooks expect."""
+    render = processor.apply_chat_template
+
+    def apply_chat_template(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("tokenize", False)
+        return render(*args, **kwargs)
+
+    processor.apply_chat_template = apply_chat_template
 
 
 def model_family(model: Any) -> str:
@@ -249,7 +263,13 @@ def process_conversation(processor: Any, text: str, images: List[Any]) -> Dict[s
         return {"input_ids": list(ids)}
     # Gemma 3's processor reads a list of images per text; Qwen's a flat list across texts.
     given = [images] if _nested_images(processor) else images
-    output = processor(images=given, text=[text], add_special_tokens=False)
+    try:
+        output = processor(images=given, text=[text], add_special_tokens=False)
+    except TypeError as error:
+        # mlx-vlm's PaddleOCR-VL processor passes add_special_tokens=False to its tokenizer itself.
+        if "add_special_tokens" not in str(error):
+            raise
+        output = processor(images=given, text=[text])
     result = {name: np.asarray(value) for name, value in output.items()}
     result["input_ids"] = result["input_ids"][0].tolist()
     result.pop("attention_mask", None)
