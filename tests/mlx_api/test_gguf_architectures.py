@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model, gpt_oss_config, granitemoehybrid_config, lfm2_config
-from tools.kits.tiny_gguf_families import granite_config, qwen3_moe_config
+from tools.kits.tiny_gguf_families import ernie4_5_config, ernie4_5_moe_config, granite_config, qwen3_moe_config
 
 # Shared by every config here: width 64, 4 heads, 2 KV heads, a 512-token vocabulary.
 EMBD, VOCAB = 64, 512
@@ -245,6 +245,9 @@ def test_olmo2_norms_after_each_block_and_over_all_query_heads(tmp_path):
             {**GRANITE_H, "layer_types": ["attention"] * 3, "position_embedding_type": "nope"},
             "granitemoe always applies rotary embeddings",
         ),
+        ({**ernie4_5_moe_config(), "moe_gate_act": "sigmoid"}, "llama.cpp's routes by softmax"),
+        ({**ernie4_5_moe_config(), "moe_layer_end_index": 1}, "ernie4_5_moe with dense trailing layers"),
+        ({**ernie4_5_config(), "use_bias": True}, "ernie4_5 with use_bias=True"),
     ],
 )
 def test_settings_llama_cpp_does_not_reproduce_are_refused_by_name_before_writing(tmp_path, config, message):

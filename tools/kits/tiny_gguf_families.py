@@ -121,6 +121,36 @@ def olmo2_config() -> dict:
     }
 
 
+def ernie4_5_config() -> dict:
+    """ERNIE 4.5 dense: llama's layout with interleaved rotary pairs (mlx_lm's traditional RoPE), tied embeddings."""
+    return {
+        **_COMMON_DENSE,
+        "model_type": "ernie4_5",
+        "architectures": ["Ernie4_5_ForCausalLM"],
+        "head_dim": 64,
+        "intermediate_size": 2 * WIDTH,
+        "use_bias": False,
+        "tie_word_embeddings": True,
+    }
+
+
+def ernie4_5_moe_config() -> dict:
+    """ERNIE 4.5 MoE: a dense first layer, then four experts (two per token) beside one shared expert."""
+    return {
+        **ernie4_5_config(),
+        "model_type": "ernie4_5_moe",
+        "architectures": ["Ernie4_5_MoeForCausalLM"],
+        "num_hidden_layers": 3,
+        "moe_intermediate_size": WIDTH,
+        "moe_num_experts": 4,
+        "moe_k": 2,
+        "moe_layer_start_index": 1,
+        "moe_layer_interval": 1,
+        "moe_num_shared_experts": 1,
+        "tie_word_embeddings": False,
+    }
+
+
 # name: (config builder, mlx_lm module names LoRA may target in it).
 GGUF_FAMILIES = {
     "lfm2": (wide_lfm2, ("q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3")),
@@ -137,6 +167,12 @@ GGUF_FAMILIES = {
     "qwen3_moe": (qwen3_moe_config, ("q_proj", "k_proj", "v_proj", "o_proj")),
     "olmo2": (olmo2_config, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
 }
+_DENSE_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# The families of published notebooks, added by issue 39: tested in their own llama.cpp file.
+NOTEBOOK_FAMILIES = {
+    "ernie4_5": (ernie4_5_config, _DENSE_TARGETS),
+    "ernie4_5_moe": (ernie4_5_moe_config, _DENSE_TARGETS),
+}
 
 
 def split_as_o200k(folder: Path) -> None:
@@ -152,9 +188,9 @@ def split_as_o200k(folder: Path) -> None:
 
 
 def build_gguf_family_model(folder: str | Path, name: str, *, seed: int = 0) -> Path:
-    """Write the tiny `name` model (a key of GGUF_FAMILIES) into `folder` and return its path; gpt-oss gets
+    """Write the tiny `name` model (a key of GGUF_FAMILIES or NOTEBOOK_FAMILIES) into `folder` and return its path; gpt-oss gets
     o200k's splitting."""
-    config = GGUF_FAMILIES[name][0]()
+    config = {**GGUF_FAMILIES, **NOTEBOOK_FAMILIES}[name][0]()
     folder = build_tiny_hybrid_model(folder, config["model_type"], seed=seed, config=config)
     if config["model_type"] == "gpt_oss":
         split_as_o200k(folder)

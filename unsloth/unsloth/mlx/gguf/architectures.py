@@ -136,6 +136,23 @@ def write_family_keys(writer: Any, config: Dict[str, Any], architecture: str) ->
         writer.add_array("gpt-oss.attention.sliding_window_pattern", [kind == "sliding_attention" for kind in kinds])
     if architecture == "qwen3moe":
         writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+    if architecture == "ernie4_5-moe":
+        _write_ernie_experts(writer, config)
+
+
+def _write_ernie_experts(writer: Any, config: Dict[str, Any]) -> None:
+    """ERNIE 4.5 MoE's experts: which layers hold them (after the dense leading ones, every interval-th) and their
+    widths, the shared experts' as mlx_lm builds them (one MLP as wide as all of them)."""
+    width = int(config.get("moe_intermediate_size") or config["intermediate_size"])
+    writer.add_expert_count(int(config["moe_num_experts"]))
+    writer.add_expert_used_count(int(config.get("moe_k") or 1))
+    writer.add_interleave_moe_layer_step(int(config.get("moe_layer_interval") or 1))
+    writer.add_leading_dense_block_count(int(config.get("moe_layer_start_index") or 0))
+    writer.add_expert_feed_forward_length(width)
+    shared = int(config.get("moe_num_shared_experts") or 0)
+    writer.add_expert_shared_count(shared)
+    if shared:
+        writer.add_expert_shared_feed_forward_length(width * shared)
 
 
 def _write_granite_multipliers(writer: Any, config: Dict[str, Any]) -> None:

@@ -60,6 +60,14 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
                 "granitemoehybrid with experts, no Mamba layer and position_embedding_type='nope': "
                 "llama.cpp's granitemoe always applies rotary embeddings"
             )
+    if model_type in ("ernie4_5", "ernie4_5_moe") and config.get("use_bias"):
+        raise UnsupportedModel(f"{model_type} with use_bias=True: not checked against llama.cpp's ERNIE 4.5 here")
+    if model_type == "ernie4_5_moe":
+        if config.get("moe_gate_act", "softmax") != "softmax":
+            raise UnsupportedModel("ernie4_5_moe with moe_gate_act other than softmax: llama.cpp's routes by softmax")
+        last = int(config["num_hidden_layers"]) - 1
+        if config.get("moe_layer_end_index") is not None and config["moe_layer_end_index"] < last:
+            raise UnsupportedModel("ernie4_5_moe with dense trailing layers (moe_layer_end_index): not in GGUF")
     if model_type == "lfm2" and config.get("conv_bias"):
         raise UnsupportedModel("lfm2 with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
 

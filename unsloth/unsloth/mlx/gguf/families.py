@@ -44,6 +44,8 @@ FAMILIES = {
     "lfm2": Family("lfm2"),
     "granitemoehybrid": Family("granitehybrid", permute_rotary=True, key="GRANITE_HYBRID"),
     "gpt_oss": Family("gpt-oss", key="GPT_OSS", yarn=True),
+    "ernie4_5": Family("ernie4_5"),
+    "ernie4_5_moe": Family("ernie4_5-moe", key="ERNIE4_5_MOE"),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
 GRANITE_4_ATTENTION_ONLY = {

@@ -20,7 +20,7 @@ from .mix import ModelShape, choose_types
 def model_shape(config: Mapping[str, Any], architecture: str) -> ModelShape:
     """The hyperparameters llama.cpp's type choice reads, from a Hugging Face config."""
     heads = int(config["num_attention_heads"])
-    experts = config.get("num_local_experts") or config.get("num_experts") or 0
+    experts = config.get("num_local_experts") or config.get("num_experts") or config.get("moe_num_experts") or 0
     return ModelShape(
         architecture=architecture,
         layers=int(config["num_hidden_layers"]),
