@@ -45,11 +45,87 @@ TEMPLATES = {
         "{% else %}<|start|>{{ m['role'] }}<|message|>{{ m['content'] }}<|end|>{% endif %}{% endfor %}"
         "{% if add_generation_prompt %}<|start|>assistant{% endif %}"
     ),
+    # Gemma 4's own template writes a placeholder for each image or audio part (its processor expands them).
+    "gemma4_own": (
+        "{{ bos_token }}{% for m in messages %}<|turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+        "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for part in m['content'] %}"
+        "{% if part['type'] == 'image' %}<|image|>{% elif part['type'] == 'audio' %}<|audio|>"
+        "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}<turn|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|turn>model\n{% endif %}"
+    ),
+    # ERNIE 4.5's plain "User: / Assistant: " turns, each answer closed by the EOS.
+    "ernie": (
+        "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ m['content'] }}\n"
+        "{% elif m['role'] == 'user' %}User: {{ m['content'] }}\n{% else %}Assistant: {{ m['content'] }}"
+        "{{ eos_token }}{% endif %}{% endfor %}{% if add_generation_prompt %}Assistant: {% endif %}"
+    ),
+}
+_TINY = {
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 128,
+    "max_position_embeddings": 1024,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "eos_token_id": 1,
+    "pad_token_id": 0,
+    "bos_token_id": None,
+    "torch_dtype": "float32",
+    "num_hidden_layers": 2,
+}
+# The newer notebooks' families, each with the trait its notebook leans on (experts, Gemma 4's per-layer inputs).
+NEW_FAMILY_CONFIGS = {
+    "qwen3_moe": {
+        **_TINY,
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "moe_intermediate_size": 32,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "norm_topk_prob": True,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "tie_word_embeddings": False,
+    },
+    "gemma4_text": {
+        **_TINY,
+        "architectures": ["Gemma4ForCausalLM"],
+        "global_head_dim": 16,
+        "num_kv_shared_layers": 0,
+        "vocab_size_per_layer_input": 512,
+        "hidden_size_per_layer_input": 8,
+        "sliding_window": 64,
+        "sliding_window_pattern": 2,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "use_double_wide_mlp": False,
+        "tie_word_embeddings": True,
+    },
+    # A dense first layer, then four experts (two per token) beside a shared one, as the 21B-A3B is laid out.
+    "ernie4_5_moe": {
+        **_TINY,
+        "architectures": ["Ernie4_5_MoeForCausalLM"],
+        "num_hidden_layers": 3,
+        "use_bias": False,
+        "moe_intermediate_size": 32,
+        "moe_num_experts": 4,
+        "moe_k": 2,
+        "moe_layer_start_index": 1,
+        "moe_layer_interval": 1,
+        "moe_num_shared_experts": 1,
+        "tie_word_embeddings": True,
+    },
 }
 
 
 def _build(folder: Path, architecture: str) -> Path:
     family, options = VARIANTS.get(architecture, (architecture, {}))
+    if family in NEW_FAMILY_CONFIGS:
+        from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
+
+        config = {**NEW_FAMILY_CONFIGS[family], "model_type": family}
+        return build_tiny_hybrid_model(folder, family, config=config)
     if family in HYBRIDS:
         from tools.kits.tiny_hybrid_model import HYBRID_CONFIGS, build_tiny_hybrid_model
 

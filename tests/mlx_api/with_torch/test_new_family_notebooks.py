@@ -1,0 +1,74 @@
+"""Published notebooks of the newer families, cell by cell (examples/notebooks/, run by tools/run_cells.py), each on
+a tiny model of its own mlx-lm family under its Hub id (examples/notebooks/_families.py): Qwen3 MoE (30B-A3B),
+LFM2.5 (1.2B) GRPO, Gemma 4 (E2B) Text and ERNIE 4.5 (21B-A3B) Conversational.
+
+A cell the notebook runs but MLX cannot honour must fail with its refusal by name (REFUSED); a notebook that still
+trips on a gap in our code is a strict xfail naming the gap (GAPS), so fixing it turns the row red until it is
+listed as passing."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from .test_published_notebooks import _run
+
+CELL_COUNTS = {
+    "qwen3_moe": 18,
+    "lfm2_5_grpo": 36,
+    "gemma4_e2b_text": 29,
+    "ernie4_5_conversational": 21,
+}
+_MEDIA = r"content part of type '{}' was given to a text-only model's tokenizer.*FastVisionModel"
+# {notebook: {cell index: the refusal its error must match}}: every other cell must run.
+REFUSED = {
+    "gemma4_e2b_text": {
+        3: _MEDIA.format("image"),
+        7: _MEDIA.format("audio"),
+        8: _MEDIA.format("audio"),
+        28: r"GGUF export on MLX cannot write model_type 'gemma4_text'",
+    },
+}
+# What each run must print besides running: the trainer's logs and the family's own traces.
+PRINTED = {
+    "qwen3_moe": ("'loss'", "<start_working_out>"),
+    "lfm2_5_grpo": ("'loss'", "rewards/check_answer/mean", "rewards/check_numbers/mean", "Question:"),
+    "gemma4_e2b_text": ("'loss'", "<|turn>model\n", "The lighthouse blinks green.<turn|>"),
+    "ernie4_5_conversational": ("'loss'", "User: What does the lighthouse blink?\nAssistant: The lighthouse"),
+}
+# {notebook: the gap in our code that still fails it}; none at present.
+GAPS: dict = {}
+
+
+def _check_files(name: str, workdir: Path) -> None:
+    if name == "qwen3_moe":
+        # The notebook's MoE target names reach the experts' own projections, not only attention.
+        keys = json.loads((workdir / "qwen_lora" / "adapter_config.json").read_text())["lora_parameters"]["keys"]
+        assert {"mlp.switch_mlp.gate_proj", "mlp.switch_mlp.up_proj", "mlp.switch_mlp.down_proj"} <= set(keys), keys
+    if name == "ernie4_5_conversational":
+        assert (workdir / "ernie_finetune" / "unsloth.Q8_0.gguf").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=GAPS[name]))
+        if name in GAPS
+        else name
+        for name in sorted(CELL_COUNTS)
+    ],
+)
+def test_every_cell_runs_or_is_refused_by_name(name: str, tmp_path: Path) -> None:
+    result, cells = _run(name, tmp_path)
+    assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
+    failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
+    expected = REFUSED.get(name, {})
+    assert set(failed) == set(expected), (failed, result.stderr[-3000:])
+    for index, pattern in expected.items():
+        assert re.search(pattern, failed[index]), (index, failed[index])
+    assert all(text in result.stdout for text in PRINTED[name]), result.stdout[-3000:]
+    _check_files(name, tmp_path)
