@@ -43,3 +43,14 @@ def test_torch_dtype_is_transformers_older_name_for_dtype(load_public) -> None:
 def test_dtype_and_a_different_torch_dtype_are_refused_naming_both(load_public) -> None:
     with pytest.raises(ValueError, match=r"dtype='float32'.*torch_dtype='bfloat16'"):
         load_public(dtype="float32", torch_dtype="bfloat16")
+
+
+def test_the_lfm2_5_grpo_notebooks_load_call(load_public) -> None:
+    """`load_in_fp8 = False` was refused by FastLanguageModel though FastModel took it; both share one table now."""
+    with pytest.warns(RuntimeWarning, match=r"max_lora_rank has no effect on MLX"):
+        model, tokenizer = load_public(
+            max_seq_length=256, load_in_4bit=False, fast_inference=False, max_lora_rank=32, load_in_fp8=False
+        )
+    assert tokenizer("a")["input_ids"]
+    with pytest.raises(NotImplementedError, match=r"cannot honour load_in_fp8=True"):
+        load_public(load_in_fp8=True)

@@ -12,21 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence, Tuple
 
-from .language import _OFF, FastLanguageModel, _check_keywords
+from .keywords import ENTRY_POINT_KEYWORD
+from .language import FastLanguageModel
 
 # CUDA Unsloth's tags for a block's attention and MLP parts: a linear under a part whose name holds one is chosen.
 ATTENTION_TAGS = ("self_attn", "attention", "attn", "mixer")
 MLP_TAGS = ("mlp", "feed_forward", "ffn", "dense", "mixer")
-# FastModel's own loading keywords, beyond FastLanguageModel's; each accepted at the value that changes nothing.
-FAST_MODEL_DEFAULT_ONLY = {
-    "return_logits": _OFF,
-    "fullgraph": (None, True),
-    "whisper_language": (None,),
-    "whisper_task": (None,),
-    "unsloth_force_compile": _OFF,
-    "qat_scheme": (None,),
-    "load_in_fp8": _OFF,
-}
 
 
 def _under(path: str, tags: Tuple[str, ...]) -> bool:
@@ -98,8 +89,6 @@ class FastModel(FastLanguageModel):
         **kwargs: Any,
     ) -> Tuple[Any, Any]:
         """As `FastLanguageModel.from_pretrained`; 4-bit by default, unquantized when `full_finetuning=True`."""
-        own = {name: kwargs.pop(name) for name in list(kwargs) if name in FAST_MODEL_DEFAULT_ONLY}
-        _check_keywords("FastModel.from_pretrained", own, {}, FAST_MODEL_DEFAULT_ONLY)
         if load_in_4bit is None:
             load_in_4bit = not full_finetuning and not load_in_8bit
         auto_model = kwargs.pop("auto_model", None)
@@ -111,6 +100,7 @@ class FastModel(FastLanguageModel):
             full_finetuning=full_finetuning,
             load_in_8bit=load_in_8bit,
             **kwargs,
+            **{ENTRY_POINT_KEYWORD: "FastModel.from_pretrained"},
         )
         check_auto_model(auto_model, model)
         return model, tokenizer
@@ -132,4 +122,5 @@ class FastModel(FastLanguageModel):
             model, finetune_vision_layers, finetune_language_layers, finetune_attention_modules, finetune_mlp_modules
         )
         chosen = targets if target_modules is None else target_modules
+        kwargs[ENTRY_POINT_KEYWORD] = "FastModel.get_peft_model"
         return FastLanguageModel.get_peft_model(model, r=r, target_modules=chosen, lora_alpha=lora_alpha, **kwargs)

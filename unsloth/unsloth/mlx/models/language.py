@@ -3,8 +3,8 @@
 """`FastLanguageModel` on MLX: load a local folder or a Hub id through the zoo's loader, quantize it on request
 (`load_in_4bit` / `load_in_8bit`), and put LoRA on it (QLoRA on a quantized base).
 
-Keywords a CUDA notebook passes that only steer CUDA are accepted with one warning; keywords that would load or
-adapt a different model than MLX can (DoRA, LoftQ, extra trained modules) are refused by name. A folder holding
+Upstream's keywords are checked against `keywords`' one table: those that only steer CUDA are accepted with one
+warning; those that would load or adapt a different model than MLX can (DoRA, LoftQ, fp8) are refused by name. A folder holding
 only a saved adapter loads its base (quantized as it was when trained) with the adapter on top.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import warnings
 from pathlib import Path
 from types import MethodType
 from typing import Any, Dict, Optional, Sequence, Tuple
@@ -26,11 +25,12 @@ from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
 from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, FULL_TARGETS, apply_lora, lora_settings, trainable_parameter_counts
 
-from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, carries_value, model_context_limit, normalised_name
+from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, model_context_limit, normalised_name
 from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
 from .fast_inference import attach_fast_inference
 from .merged import save_pretrained_merged
 from .main_rank import write_on_main_rank_only
+from .keywords import ENTRY_POINT_KEYWORD, check_load_keywords, check_peft_keywords
 from .methods import attach_methods, rebind_tokenizer
 from .quantize import model_quantization, quantize_model, requested_bits
 
@@ -38,75 +38,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_SEQ_LENGTH = 2048
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
-_OFF = (None, False)
-
 BASE_MODEL_ATTRIBUTE = "unsloth_base_model"
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "tokenizer.model")
-LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit", "fast_inference", "use_gradient_checkpointing")
-
-LOAD_INERT = {
-    "device_map": (None, "sequential", "auto"),
-    "trust_remote_code": _OFF,
-    "attn_implementation": (None,),
-    "local_files_only": (None, False, True),
-    "cache_dir": (None,),
-    "use_exact_model_name": _OFF,
-    "gpu_memory_utilization": (None,),
-    "max_lora_rank": (None,),
-    # CUDA Unsloth moves the embedding to CPU memory to save VRAM; Apple's memory is unified, so there is none to save.
-    "offload_embedding": _OFF,
-    "disable_log_stats": (None, False, True),
-    "random_state": (None,),
-    "load_in_16bit": (None, False, True),
-    # The tokenizer is used as saved on MLX, so there is nothing for either value to change.
-    "fix_tokenizer": (None, True, False),
-}
-LOAD_DEFAULT_ONLY = {
-    "rope_scaling": (None,),
-    "resize_model_vocab": (None,),
-    "float8_kv_cache": _OFF,
-}
-PEFT_USED = ("modules_to_save", "use_gradient_checkpointing")
-PEFT_INERT = {
-    "temporary_location": (None,),
-}
-PEFT_DEFAULT_ONLY = {
-    "bias": (None, "none"),
-    "loftq_config": (None, {}),
-    "init_lora_weights": (None, True),
-    "use_dora": _OFF,
-    "layers_to_transform": (None,),
-    "layers_pattern": (None,),
-    "rank_pattern": (None, {}),
-    "alpha_pattern": (None, {}),
-}
-
-
-def _check_keywords(
-    owner: str, given: Dict[str, Any], inert: Dict[str, Tuple], default_only: Dict[str, Tuple], used: Tuple = ()
-) -> None:
-    """Refuse unknown and changed default-only keywords, all named at once; one warning names inert ones set."""
-    unknown = sorted(set(given) - set(inert) - set(default_only) - set(used))
-    if unknown:
-        raise NotImplementedError(f"{owner} on MLX does not support {', '.join(unknown)}")
-    changed = [
-        f"{name}={given[name]!r}"
-        for name in sorted(set(given) & set(default_only))
-        if carries_value(given[name], default_only[name])
-    ]
-    if changed:
-        raise NotImplementedError(
-            f"{owner} on MLX cannot honour {', '.join(changed)}; leave them at the default "
-            "(MLX trains LoRA on a 16/32-bit, 4-bit or 8-bit base, or full fine-tunes)"
-        )
-    ignored = [name for name in given if name in inert and carries_value(given[name], inert[name])]
-    if ignored:
-        warnings.warn(
-            f"{owner}: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect on MLX and "
-            f"{'is' if len(ignored) == 1 else 'are'} ignored",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
 
 def _dtype(value: Any) -> Optional[Any]:
@@ -260,7 +193,7 @@ class FastLanguageModel:
         switch here, since a model that never gets LoRA trains every weight, but a quantized base cannot be.
         """
         dtype = _dtype_or_torch_dtype(dtype, kwargs.pop("torch_dtype", None))
-        _check_keywords("FastLanguageModel.from_pretrained", kwargs, LOAD_INERT, LOAD_DEFAULT_ONLY, LOAD_USED)
+        check_load_keywords(kwargs.pop(ENTRY_POINT_KEYWORD, "FastLanguageModel.from_pretrained"), kwargs)
         bits = load_bits(load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning)
         token, revision = kwargs.get("token"), kwargs.get("revision")
         folder = resolve_model_folder(model_name, token=token, revision=revision)
@@ -312,7 +245,7 @@ class FastLanguageModel:
         **kwargs: Any,
     ) -> Any:
         """LoRA on the model in place (the model is returned, as CUDA notebooks reassign it)."""
-        _check_keywords("FastLanguageModel.get_peft_model", kwargs, PEFT_INERT, PEFT_DEFAULT_ONLY, PEFT_USED)
+        check_peft_keywords(kwargs.pop(ENTRY_POINT_KEYWORD, "FastLanguageModel.get_peft_model"), kwargs)
         targets, strict = _peft_targets(target_modules, kwargs.get("modules_to_save"))
         # rsLoRA scales by alpha / sqrt(r) instead of alpha / r; the backend divides by r, so alpha carries sqrt(r).
         alpha = lora_alpha * math.sqrt(r) if use_rslora else lora_alpha

@@ -20,17 +20,8 @@ from unsloth_zoo.mlx.loading import resolve_model_folder
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 
 from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE
-from ..models.language import (
-    BASE_MODEL_ATTRIBUTE,
-    LOAD_DEFAULT_ONLY,
-    LOAD_INERT,
-    PEFT_DEFAULT_ONLY,
-    PEFT_INERT,
-    _check_keywords,
-    _dtype,
-    adapter_base,
-    load_bits,
-)
+from ..models.keywords import VISION_LOAD_USED, VISION_PEFT_USED, check_load_keywords, check_peft_keywords
+from ..models.language import BASE_MODEL_ATTRIBUTE, _dtype, adapter_base, load_bits
 from ..models import hub
 from ..models.main_rank import write_on_main_rank_only
 from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
@@ -51,15 +42,6 @@ from .backend import load_model_and_processor
 __all__ = ["FastVisionModel", "UnslothVisionDataCollator"]
 
 DEFAULT_MAX_SEQ_LENGTH = 2048
-VISION_LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit", "use_gradient_checkpointing")
-VISION_PEFT_USED = (
-    "finetune_vision_layers",
-    "finetune_language_layers",
-    "finetune_attention_modules",
-    "finetune_mlp_modules",
-    "use_rslora",
-    "use_gradient_checkpointing",
-)
 
 
 def _refuse_gguf(model: Any, *args: Any, **kwargs: Any) -> None:
@@ -94,7 +76,7 @@ class FastVisionModel:
         **kwargs: Any,
     ) -> Tuple[Any, Any]:
         """The model (a local folder or a Hub id) and its processor, as vision notebooks unpack them."""
-        _check_keywords("FastVisionModel.from_pretrained", kwargs, LOAD_INERT, LOAD_DEFAULT_ONLY, VISION_LOAD_USED)
+        check_load_keywords("FastVisionModel.from_pretrained", kwargs, VISION_LOAD_USED)
         bits = load_bits(load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning)
         token, revision = kwargs.get("token"), kwargs.get("revision")
         folder = resolve_model_folder(model_name, token=token, revision=revision)
@@ -138,7 +120,7 @@ class FastVisionModel:
         **kwargs: Any,
     ) -> Any:
         """LoRA on the layers the finetune_* switches pick (all four default to True); the model is returned."""
-        _check_keywords("FastVisionModel.get_peft_model", kwargs, PEFT_INERT, PEFT_DEFAULT_ONLY, VISION_PEFT_USED)
+        check_peft_keywords("FastVisionModel.get_peft_model", kwargs, VISION_PEFT_USED)
         if vision_lora_settings(model) is not None:
             raise ValueError("this model already has LoRA adapters; load the base again to start over")
         names = (
@@ -171,6 +153,8 @@ class FastVisionModel:
                 quantization=None if quantization is None else quantization.as_dict(),
             ),
         )
+        if kwargs.get("max_seq_length") is not None:
+            setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, int(kwargs["max_seq_length"]))
         return request_gradient_checkpointing(model, kwargs)
 
     @staticmethod
