@@ -19,7 +19,7 @@ OFF = (None, False)
 ENTRY_POINT_KEYWORD = "_unsloth_entry_point"
 CHECKPOINTING = (None, False, True, "unsloth")
 
-LOAD_INERT = {
+LOAD_INERT: Dict[str, Tuple[Any, ...]] = {
     "device_map": (None, "sequential", "auto"),
     "device_map_planner_kwargs": (None,),
     "trust_remote_code": OFF,
@@ -40,7 +40,7 @@ LOAD_INERT = {
     # Tiling the MLP only saves CUDA memory; the result is the same.
     "unsloth_tiled_mlp": OFF,
 }
-LOAD_DEFAULT_ONLY = {
+LOAD_DEFAULT_ONLY: Dict[str, Tuple[Any, ...]] = {
     "rope_scaling": (None,),
     "resize_model_vocab": (None,),
     "float8_kv_cache": OFF,
@@ -58,7 +58,7 @@ LOAD_DEFAULT_ONLY = {
     "text_only": OFF,
     "on_model_resolved": (None,),
 }
-PEFT_INERT = {
+PEFT_INERT: Dict[str, Tuple[Any, ...]] = {
     "use_gradient_checkpointing": CHECKPOINTING,
     "temporary_location": (None, "_unsloth_temporary_saved_buffers"),
     # On MLX a tied lm_head is the embedding itself, so the two stay tied whatever is asked.
@@ -66,7 +66,7 @@ PEFT_INERT = {
     "offload_layers": (None,),
     "checkpoint_skip_layers": (None, 0),
 }
-PEFT_DEFAULT_ONLY = {
+PEFT_DEFAULT_ONLY: Dict[str, Tuple[Any, ...]] = {
     "bias": (None, "none"),
     "loftq_config": (None, {}),
     "init_lora_weights": (None, True),
