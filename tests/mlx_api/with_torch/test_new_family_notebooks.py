@@ -1,6 +1,6 @@
 """Published notebooks of the newer families, cell by cell (examples/notebooks/, run by tools/run_cells.py), each on
 a tiny model of its own mlx-lm family under its Hub id (examples/notebooks/_families.py): Qwen3 MoE (30B-A3B),
-LFM2.5 (1.2B) GRPO, Gemma 4 (E2B) Text and ERNIE 4.5 (21B-A3B) Conversational.
+LFM2.5 (1.2B) GRPO, Gemma 4 (E2B) Text, ERNIE 4.5 (21B-A3B) Conversational and Qwen3 (4B) Instruct and Thinking.
 
 A cell the notebook runs but MLX cannot honour must fail with its refusal by name (REFUSED); a notebook that still
 trips on a gap in our code is a strict xfail naming the gap (GAPS), so fixing it turns the row red until it is
@@ -21,6 +21,8 @@ CELL_COUNTS = {
     "lfm2_5_grpo": 36,
     "gemma4_e2b_text": 29,
     "ernie4_5_conversational": 21,
+    "qwen3_instruct": 21,
+    "qwen3_thinking": 20,
 }
 _MEDIA = r"content part of type '{}' was given to a text-only model's tokenizer.*FastVisionModel"
 # {notebook: {cell index: the refusal its error must match}}: every other cell must run.
@@ -38,6 +40,8 @@ PRINTED = {
     "lfm2_5_grpo": ("'loss'", "rewards/check_answer/mean", "rewards/check_numbers/mean", "Question:"),
     "gemma4_e2b_text": ("'loss'", "<|turn>model\n", "The lighthouse blinks green.<turn|>"),
     "ernie4_5_conversational": ("'loss'", "User: What does the lighthouse blink?\nAssistant: The lighthouse"),
+    "qwen3_instruct": ("'loss'", "<|im_start|>assistant\nThe lighthouse blinks green.<|im_end|>"),
+    "qwen3_thinking": ("'loss'", "<|im_start|>assistant\n<think>\n", "\n</think>\n\n"),
 }
 # {notebook: the gap in our code that still fails it}; none at present.
 GAPS: dict = {}
