@@ -198,6 +198,16 @@ def test_a_family_that_reads_one_row_refuses_a_batch_of_two_by_name(family, fami
         trainer.train()
 
 
+@pytest.mark.parametrize("family", trainable_families())
+def test_conversation_rows_without_a_collator_get_one_for_every_family(family, family_dirs) -> None:
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.training import implied_collator
+
+    model, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    collator = implied_collator(model, processor, None, [conversation(family, "red")])
+    assert collator is not None and collator.processor is processor
+
+
 # ---- LoRA that keeps the model working -------------------------------------------------------------------------
 
 
@@ -238,8 +248,12 @@ def test_gemma4_lora_on_every_vision_linear_leaves_the_patch_embedder_and_genera
 def test_lora_on_every_linear_keeps_generate_working(family, family_dirs) -> None:
     from unsloth import FastVisionModel
 
+    from mlx_lm.tuner.lora import LoRALinear
+
     model, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
     FastVisionModel.get_peft_model(model, r=4, target_modules="all-linear")
+    adapted = {path.split(".")[0] for path, module in model.named_modules() if isinstance(module, LoRALinear)}
+    assert "language_model" in adapted and adapted - {"language_model"}, f"both towers are adapted: {adapted}"
     messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True)
     inputs = prompt_inputs(processor, square(family, "blue"), text)

@@ -181,7 +181,9 @@ def check_batch_rows(model: Any, rows: int) -> None:
 
 
 def vision_tower(model: Any) -> Any:
-    return model.vision_tower
+    """The model's vision tower (PaddleOCR-VL calls it `visual`), or None for a text model."""
+    tower = getattr(model, "vision_tower", None)
+    return tower if tower is not None else getattr(model, "visual", None)
 
 
 def language_model(model: Any) -> Any:

@@ -26,7 +26,8 @@ from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE
 # The zoo's attribute, so the trainer's checkpoints and final save write this adapter config with the adapters.
 from unsloth_zoo.mlx.lora import SETTINGS_ATTRIBUTE
 
-VISION_ROOTS = ("vision_tower", "multi_modal_projector")
+# Where mlx-vlm's families keep their vision side: PaddleOCR-VL's tower is `visual`, Gemma 4's projector `embed_vision`.
+VISION_ROOTS = ("vision_tower", "visual", "multi_modal_projector", "embed_vision")
 LANGUAGE_ROOTS = ("language_model",)
 _ATTENTION_PARENTS = ("attn", "attention")
 # The output head and embeddings are never adapted: LoRA goes on the blocks' linears only.

@@ -19,7 +19,7 @@ from unsloth_zoo.mlx.data import TokenizedRows
 
 from ..training.train_data import TrainRows, columns
 from .collator import UnslothVisionDataCollator, pad_tokens, per_token_features
-from .backend import causal_logits, check_batch_rows, check_family
+from .backend import causal_logits, check_batch_rows, check_family, vision_tower
 
 
 class VisionRows(NamedTuple):
@@ -46,7 +46,7 @@ def implied_collator(
     model: Any, processor: Any, data_collator: Any, dataset: Any
 ) -> Optional[UnslothVisionDataCollator]:
     """The collator upstream builds itself when a vision model's conversation rows come without one; else None."""
-    if data_collator is not None or dataset is None or not hasattr(model, "vision_tower"):
+    if data_collator is not None or dataset is None or vision_tower(model) is None:
         return None
     if not hasattr(processor, "image_processor") or not set(VISION_COLUMNS) & set(columns(dataset)):
         return None
