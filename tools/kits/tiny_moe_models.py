@@ -113,6 +113,75 @@ FAMILY_KEYS: Dict[str, Dict[str, Any]] = {
     "qwen2_moe": {},
     "qwen3_moe": {},
     "solar_open": {},
+    "granitemoehybrid": {
+        "embedding_multiplier": 1.0,
+        "attention_multiplier": 0.25,
+        "logits_scaling": 1.0,
+        "residual_multiplier": 1.0,
+        "layer_types": ["mamba", "attention"],
+        "mamba_n_heads": 8,
+        "mamba_d_head": 16,
+        "mamba_proj_bias": False,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_n_groups": 1,
+        "mamba_conv_bias": True,
+        "position_embedding_type": "rope",
+    },
+    "qwen3_next": {
+        "linear_num_value_heads": 4,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4,
+        "full_attention_interval": 2,
+    },
+    "jamba": {
+        "attn_layer_offset": 1,
+        "attn_layer_period": 2,
+        "expert_layer_offset": 0,
+        "expert_layer_period": 1,
+        "mamba_d_conv": 4,
+        "mamba_d_state": 16,
+        "mamba_expand": 2,
+    },
+    "nemotron_h": {
+        "mamba_num_heads": 8,
+        "mamba_head_dim": 16,
+        "mamba_proj_bias": False,
+        "ssm_state_size": 16,
+        "conv_kernel": 4,
+        "n_groups": 1,
+        "mlp_bias": False,
+        "layer_norm_epsilon": 1e-5,
+        "use_conv_bias": True,
+        "hybrid_override_pattern": ["M", "E", "*", "E"],
+        "moe_shared_expert_intermediate_size": 32,
+        "time_step_limit": [0.0, 1e9],
+    },
+    "step3p5": {"num_attention_groups": 2, "moe_layers_enum": "0,1", "share_expert_dim": 32, "moe_top_k": 2},
+    "mistral4": {
+        "rope_parameters": {
+            "rope_theta": 10000.0,
+            "rope_type": "default",
+            "llama_4_scaling_beta": 0.1,
+            "original_max_position_embeddings": 256,
+        }
+    },
+    "phixtral": {"num_vocab": 512, "model_dim": 64, "num_heads": 4, "rotary_dim": 8},
+    "glm_moe_dsa": {
+        "index_head_dim": 16,
+        "index_n_heads": 2,
+        "index_topk": 4,
+        "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+    },
+}
+# Families that wrap another family's text model under `text_config`: the inner family's tiny config goes there.
+WRAPPED = {
+    "qwen3_vl_moe": "qwen3_moe",
+    "kimi_vl": "deepseek_v3",
+    "kimi_k25": "deepseek_v3",
+    "mistral3": "mistral4",
 }
 
 
@@ -142,6 +211,8 @@ def moe_families() -> Tuple[str, ...]:
 
 def moe_config(family: str) -> Dict[str, Any]:
     """The tiny config dict of `family`; KeyError naming this kit when the family has none yet."""
+    if family in WRAPPED:
+        return {"model_type": family, "text_config": moe_config(WRAPPED[family])}
     if family not in FAMILY_KEYS:
         raise KeyError(f"no tiny config for mlx_lm's MoE family {family!r}: add its keys to FAMILY_KEYS in {__file__}")
     return {**BASE, "model_type": family, **FAMILY_KEYS[family]}
