@@ -116,6 +116,19 @@ NEW_FAMILY_CONFIGS = {
         "moe_num_shared_experts": 1,
         "tie_word_embeddings": True,
     },
+    # Falcon-H1: a Mamba-2 mixer beside attention in every block, then a gated MLP.
+    "falcon_h1": {
+        **_TINY,
+        "architectures": ["FalconH1ForCausalLM"],
+        "mamba_d_ssm": 64,
+        "mamba_n_heads": 4,
+        "mamba_d_head": 16,
+        "mamba_d_state": 16,
+        "mamba_chunk_size": 32,
+        "mamba_d_conv": 4,
+        "mamba_n_groups": 1,
+        "tie_word_embeddings": True,
+    },
 }
 
 

@@ -1,6 +1,7 @@
 """Published notebooks of the newer families, cell by cell (examples/notebooks/, run by tools/run_cells.py), each on
 a tiny model of its own mlx-lm family under its Hub id (examples/notebooks/_families.py): Qwen3 MoE (30B-A3B),
-LFM2.5 (1.2B) GRPO, Gemma 4 (E2B) Text, ERNIE 4.5 (21B-A3B) Conversational and Qwen3 (4B) Instruct and Thinking.
+LFM2.5 (1.2B) GRPO, Gemma 4 (E2B) Text, ERNIE 4.5 (21B-A3B) Conversational,
+Qwen3 (4B) Instruct and Thinking, and Falcon H1 (0.5B) Alpaca.
 
 A cell the notebook runs but MLX cannot honour must fail with its refusal by name (REFUSED); a notebook that still
 trips on a gap in our code is a strict xfail naming the gap (GAPS), so fixing it turns the row red until it is
@@ -23,6 +24,7 @@ CELL_COUNTS = {
     "ernie4_5_conversational": 21,
     "qwen3_instruct": 21,
     "qwen3_thinking": 20,
+    "falcon_h1_alpaca": 16,
 }
 _MEDIA = r"content part of type '{}' was given to a text-only model's tokenizer.*FastVisionModel"
 # {notebook: {cell index: the refusal its error must match}}: every other cell must run.
@@ -33,6 +35,7 @@ REFUSED = {
         8: _MEDIA.format("audio"),
         28: r"GGUF export on MLX cannot write model_type 'gemma4_text'",
     },
+    "falcon_h1_alpaca": {15: r"GGUF export on MLX cannot write model_type 'falcon_h1'"},
 }
 # What each run must print besides running: the trainer's logs and the family's own traces.
 PRINTED = {
@@ -42,6 +45,7 @@ PRINTED = {
     "ernie4_5_conversational": ("'loss'", "User: What does the lighthouse blink?\nAssistant: The lighthouse"),
     "qwen3_instruct": ("'loss'", "<|im_start|>assistant\nThe lighthouse blinks green.<|im_end|>"),
     "qwen3_thinking": ("'loss'", "<|im_start|>assistant\n<think>\n", "\n</think>\n\n"),
+    "falcon_h1_alpaca": ("'loss'", "### Response:\n"),
 }
 # {notebook: the gap in our code that still fails it}; none at present.
 GAPS: dict = {}
