@@ -271,3 +271,31 @@ def test_gpt_oss_o200k_splitting_gets_llama_cpp_s_gpt_4o_pre_tokenizer(tmp_path)
     model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
     path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="f16")
     assert gguf.GGUFReader(str(path)).fields["tokenizer.ggml.pre"].contents() == "gpt-4o"
+
+
+def test_ministral_3_carries_yarn_its_log_multiplier_and_llama_4_attention_temperature(tmp_path):
+    from tools.kits.tiny_gguf_families import ministral3_config
+
+    config = ministral3_config()
+    config["rope_parameters"] = {**config["rope_parameters"], "mscale_all_dim": 0.5, "llama_4_scaling_beta": 0.25}
+    config = {**config, "hidden_size": EMBD, "head_dim": 24, "intermediate_size": 96}
+    reader, tensors, source = _export(tmp_path, config)
+    assert _key(reader, "general.architecture") == "mistral3"
+    assert _key(reader, "mistral3.rope.scaling.type") == "yarn"
+    assert _key(reader, "mistral3.rope.scaling.original_context_length") == 16
+    assert _key(reader, "mistral3.rope.scaling.yarn_log_multiplier") == 0.5
+    assert _key(reader, "mistral3.attention.temperature_scale") == 0.25
+    query = source["model.layers.0.self_attn.q_proj.weight"]
+    assert not np.array_equal(_data(tensors, "blk.0.attn_q.weight"), query)  # rows interleaved, as llama's
+
+
+def test_the_mistral_3_wrapper_is_exported_as_its_language_model(tmp_path):
+    from tools.kits.tiny_gguf_families import mistral3_config
+
+    config = mistral3_config()
+    config["text_config"] = {**config["text_config"], "hidden_size": EMBD, "head_dim": 24, "intermediate_size": 96}
+    reader, tensors, source = _export(tmp_path, config)
+    assert _key(reader, "general.architecture") == "mistral3"
+    assert _shapes(tensors)["blk.0.attn_q.weight"] == [EMBD, 4 * 24]
+    assert "language_model.lm_head.weight" in source
+    np.testing.assert_array_equal(_data(tensors, "output.weight"), source["language_model.lm_head.weight"])

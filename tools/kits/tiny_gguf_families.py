@@ -151,6 +151,39 @@ def ernie4_5_moe_config() -> dict:
     }
 
 
+def ministral3_config() -> dict:
+    """Ministral 3's text model: llama's layout, YaRN in `rope_parameters` and Llama 4's attention temperature, with
+    an original context short enough that the test prompt passes it."""
+    config = {key: value for key, value in _COMMON_DENSE.items() if key != "rope_theta"}
+    return {
+        **config,
+        "model_type": "ministral3",
+        "architectures": ["Ministral3ForCausalLM"],
+        "head_dim": 64,
+        "intermediate_size": 2 * WIDTH,
+        "tie_word_embeddings": False,
+        "rope_parameters": {
+            **YARN,
+            "rope_theta": 10000.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "llama_4_scaling_beta": 0.1,
+        },
+    }
+
+
+def mistral3_config() -> dict:
+    """Ministral 3 as published: the vision-language wrapper, whose text model mlx_lm loads alone."""
+    text = ministral3_config()
+    shared = {key: text[key] for key in ("vocab_size", "eos_token_id", "pad_token_id", "bos_token_id", "torch_dtype")}
+    return {
+        **shared,
+        "model_type": "mistral3",
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "text_config": text,
+    }
+
+
 # name: (config builder, mlx_lm module names LoRA may target in it).
 GGUF_FAMILIES = {
     "lfm2": (wide_lfm2, ("q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3")),
@@ -172,6 +205,7 @@ _DENSE_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj"
 NOTEBOOK_FAMILIES = {
     "ernie4_5": (ernie4_5_config, _DENSE_TARGETS),
     "ernie4_5_moe": (ernie4_5_moe_config, _DENSE_TARGETS),
+    "mistral3": (mistral3_config, _DENSE_TARGETS),
 }
 
 

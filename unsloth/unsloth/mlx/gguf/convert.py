@@ -68,6 +68,8 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
         last = int(config["num_hidden_layers"]) - 1
         if config.get("moe_layer_end_index") is not None and config["moe_layer_end_index"] < last:
             raise UnsupportedModel("ernie4_5_moe with dense trailing layers (moe_layer_end_index): not in GGUF")
+    if model_type == "ministral3" and "sliding_attention" in (config.get("layer_types") or []):
+        raise UnsupportedModel("ministral3 with sliding-window layers: llama.cpp's mistral3 attends to every position")
     if model_type == "lfm2" and config.get("conv_bias"):
         raise UnsupportedModel("lfm2 with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
 
@@ -105,7 +107,7 @@ def rope_scaling(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         why = YARN_REFUSALS.get(str(config.get("model_type")), f"known: llama3, linear; yarn for {yarn}")
         raise UnsupportedModel(f"rope_scaling of type {kind!r} cannot be written to GGUF here ({why})")
     if kind == "yarn":
-        _refuse_yarn_settings_read_apart(scaling)
+        _refuse_yarn_settings_read_apart(scaling, family)
     return None if kind == "default" else {**scaling, "rope_type": kind}
 
 
@@ -114,16 +116,16 @@ def rope_scaling(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 _YARN_READ_APART = {"extrapolation_factor": 1.0, "mscale": 1.0}
 
 
-def _refuse_yarn_settings_read_apart(scaling: Dict[str, Any]) -> None:
+def _refuse_yarn_settings_read_apart(scaling: Dict[str, Any], family: Optional[Family]) -> None:
     for key, default in _YARN_READ_APART.items():
         if scaling.get(key) is not None and scaling[key] != default:
             raise UnsupportedModel(
                 f"YaRN rope_scaling with {key}={scaling[key]!r}: mlx_lm's YaRN and llama.cpp's do not apply it alike"
             )
-    if scaling.get("mscale_all_dim"):
+    if scaling.get("mscale_all_dim") and not (family is not None and family.yarn_log_mul):
         raise UnsupportedModel(
             f"YaRN rope_scaling with mscale_all_dim={scaling['mscale_all_dim']!r}: llama.cpp reads it only for "
-            "DeepSeek's architectures"
+            "DeepSeek's and Mistral 3's architectures"
         )
 
 
@@ -217,6 +219,8 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
         writer.add_rope_scaling_orig_ctx_len(int(scaling["original_max_position_embeddings"]))
         writer.add_rope_scaling_yarn_beta_fast(float(scaling.get("beta_fast", 32.0)))
         writer.add_rope_scaling_yarn_beta_slow(float(scaling.get("beta_slow", 1.0)))
+        if family.yarn_log_mul and scaling.get("mscale_all_dim"):
+            writer.add_rope_scaling_yarn_log_mul(float(scaling["mscale_all_dim"]))
         attention = scaling.get("attention_factor", scaling.get("attn_factor"))
         if attention is not None:
             writer.add_rope_scaling_yarn_attn_factor(float(attention))
@@ -230,6 +234,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
         writer.add_float32("gemma3.rope.freq_base_swa", rope_base(config, local=True))
         if config.get("final_logit_softcapping"):
             writer.add_float32("gemma3.final_logit_softcapping", float(config["final_logit_softcapping"]))
+    if family.architecture == "mistral3" and (scaling or {}).get("llama_4_scaling_beta"):
+        # Llama 4's attention temperature, growing with each multiple of the original context.
+        writer.add_attn_temperature_scale(float(scaling["llama_4_scaling_beta"]))  # type: ignore[index]
     write_family_keys(writer, config, family.architecture)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from . import llama_cpp_facts
-from .families import FAMILIES, NOTES
+from .families import FAMILIES, NOTES, TEXT_WRAPPERS
 
 # The class name endings a Hugging Face text or vision-language model takes, most specific first.
 _CLASS_ENDINGS = ("ForCausalLM", "ForConditionalGeneration", "LMHeadModel", "Model")
@@ -107,6 +107,10 @@ def _gguf_architectures() -> frozenset:
 def verdict(model_type: str, class_names: Iterable[str] = ()) -> Verdict:
     """What happens to a model of this type on `save_pretrained_gguf`, and why."""
     family = FAMILIES.get(model_type)
+    if model_type in TEXT_WRAPPERS:  # exported as its language model, whose own type decides (and refuses)
+        architecture = llama_cpp_architecture(model_type, class_names)
+        gguf_knows, loads = architecture in _gguf_architectures(), architecture in llama_cpp_facts.LOADED
+        return Verdict(model_type, architecture, gguf_knows, loads, True, "")
     architecture = family.architecture if family else llama_cpp_architecture(model_type, class_names)
     gguf_knows = architecture in _gguf_architectures()
     loads = architecture in llama_cpp_facts.LOADED

@@ -21,6 +21,7 @@ from mlx.utils import tree_flatten
 from unsloth_zoo.mlx.checkpoint import source_config
 
 from .convert import family_for, gguf_tensors, write_gguf
+from .families import unwrap_text_model
 from .file_types import (
     UNIFORM_TYPES,
     available_methods,
@@ -98,17 +99,17 @@ def save_pretrained_gguf(
         raise ImportError("GGUF export on MLX needs the gguf package that ships with llama.cpp: pip install gguf")
     for method in requested:
         resolve_method(method)  # a name that cannot be written fails before the copy
-    family_for(model_config(model))  # so does an architecture llama.cpp is not given here
+    family_for(unwrap_text_model(model_config(model))[0])  # so does an architecture llama.cpp is not given here
     _check_writable(Path(save_directory))  # and a folder that cannot hold the files
     model = dequantized_copy(model)
-    config = model_config(model)
-    weights = merged_weights(model)
+    source = model_config(model)
+    config, weights = unwrap_text_model(source, merged_weights(model))
     own_float = _OWN_DTYPE_METHODS.get(weights["model.embed_tokens.weight"].dtype, "f32")
     methods = list(dict.fromkeys(resolve_method(method, own_float) for method in requested))
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(folder))
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    (folder / "config.json").write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
     # Quantizing from float32 loses the least, whatever the model's own type.
     tensors = gguf_tensors(_as_float32(weights), config)
     keys = tokenizer_keys(folder, int(weights["model.embed_tokens.weight"].shape[0]))

@@ -9,7 +9,7 @@ package and llama.cpp's loader know that architecture) is derived in `coverage` 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Family:
     tied_only: bool = False  # llama.cpp's graph has no separate output matrix
     key: str = ""  # the gguf.MODEL_ARCH member, where it is not the architecture's name in capitals
     yarn: bool = False  # llama.cpp's graph for it applies YaRN from the rope.scaling keys, as mlx_lm does
+    yarn_log_mul: bool = False  # llama.cpp reads YaRN's mscale_all_dim for it (as rope.scaling.yarn_log_multiplier)
 
     @property
     def arch(self) -> Any:
@@ -46,12 +47,28 @@ FAMILIES = {
     "gpt_oss": Family("gpt-oss", key="GPT_OSS", yarn=True),
     "ernie4_5": Family("ernie4_5"),
     "ernie4_5_moe": Family("ernie4_5-moe", key="ERNIE4_5_MOE"),
+    "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
 GRANITE_4_ATTENTION_ONLY = {
     False: FAMILIES["granite"],
     True: Family("granitemoe", permute_rotary=True, key="GRANITE_MOE"),
 }
+# Vision-language wrappers mlx_lm loads as their language model alone: that model's config key and weight prefix.
+TEXT_WRAPPERS = {"mistral3": ("text_config", "language_model.")}
+
+
+def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], Dict]:
+    """The language model's own config and weights, for a wrapper in TEXT_WRAPPERS; anything else as it is."""
+    wrapper = TEXT_WRAPPERS.get(str(config.get("model_type")))
+    if wrapper is None:
+        return config, dict(weights or {})
+    key, prefix = wrapper
+    inner = {"tie_word_embeddings": False, **config[key]}  # as mlx_lm builds it
+    named = {name.removeprefix(prefix): value for name, value in (weights or {}).items()}
+    return inner, named
+
+
 # Why YaRN is refused for a family llama.cpp would apply it to, where the reason is more than "not checked here".
 YARN_REFUSALS = {
     "qwen3_moe": "mlx_lm's qwen3_moe builds a plain RoPE and ignores rope_scaling, so the model trained here never "
