@@ -1,5 +1,6 @@
 """Tokens per second: unsloth_zoo's MLXTrainer against mlx_lm's own LoRA trainer, same model, batch and length;
-and generation, `model.generate` against `mlx_lm.stream_generate` (tools/bench_mlx_generate.py).
+and generation, `model.generate` against `mlx_lm.stream_generate` (tools/bench_mlx_generate.py). The LoRA step
+at real model shapes, with peak memory and checkpointing, is tools/bench_mlx_shapes.py (`--shapes`).
 
 Both train a fresh copy of the same tiny random-weight llama on the same fixed-length token rows, with the
 same LoRA layers, batch size and optimizer, reporting after every step. The clock runs from the end of the

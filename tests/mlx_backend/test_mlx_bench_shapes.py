@@ -9,7 +9,7 @@ import pytest
 TINY = ["--steps", "0", "--generate-tokens", "0", "--packing-rows", "0", "--grpo-prompts", "0", "--dpo-steps", "0"]
 # Llama-3.2-1B's shape cut to one block at 1/32 of its widths: hidden 64, one head of 64, MLP 256, vocabulary 4,008.
 SHAPE = ["--shapes", "Llama-3.2-1B", "--shape-layers", "1", "--shape-width-divisor", "32", "--batch", "2"]
-SHAPE += ["--shape-lengths", "17,33", "--shape-bits", "16,4", "--shape-warmup", "2", "--shape-steps", "1"]
+SHAPE += ["--shape-lengths", "17,33", "--shape-bits", "16,4", "--shape-warmup", "1", "--shape-steps", "1"]
 SHAPE += ["--shape-peak-rows", "64"]
 
 
@@ -25,7 +25,7 @@ def test_bench_reports_both_trainers_at_every_shape_base_length_and_checkpointin
     # mlx_lm's checkpointing rewrites the block class itself; the bench puts it back for the runs after it.
     assert llama.TransformerBlock.__call__ is plain_call
     header, table, growth, goals = [block.splitlines() for block in capsys.readouterr().out.strip().split("\n\n")]
-    assert header[0].startswith("LoRA r8 on all linears, batch 2, median of 1 steps after 2; load average ")
+    assert header[0].startswith("LoRA r8 on all linears, batch 2, median of 1 steps after 1; load average ")
     assert table[0].split("|")[1:-1] == [
         " shape ",
         " base ",
