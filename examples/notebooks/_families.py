@@ -59,6 +59,12 @@ TEMPLATES = {
         "{% elif m['role'] == 'user' %}User: {{ m['content'] }}\n{% else %}Assistant: {{ m['content'] }}"
         "{{ eos_token }}{% endif %}{% endfor %}{% if add_generation_prompt %}Assistant: {% endif %}"
     ),
+    # GLM-4.7's turns: role tags with no newline, an empty thought before each answer.
+    "glm": (
+        "[gMASK]<sop>{% for m in messages %}<|{{ m['role'] }}|>"
+        "{% if m['role'] == 'assistant' %}<think></think>{% endif %}{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|><think></think>{% endif %}"
+    ),
 }
 _TINY = {
     "vocab_size": 512,
@@ -128,6 +134,24 @@ NEW_FAMILY_CONFIGS = {
         "mamba_d_conv": 4,
         "mamba_n_groups": 1,
         "tie_word_embeddings": True,
+    },
+    # GLM-4.7-Flash: multi-head latent attention, a dense first block, then experts beside a shared expert.
+    "glm4_moe_lite": {
+        **_TINY,
+        "architectures": ["Glm4MoeLiteForCausalLM"],
+        "num_key_value_heads": 4,
+        "moe_intermediate_size": 32,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "kv_lora_rank": 16,
+        "q_lora_rank": 16,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 8,
+        "v_head_dim": 16,
+        "first_k_dense_replace": 1,
+        "num_nextn_predict_layers": 0,
+        "tie_word_embeddings": False,
     },
 }
 

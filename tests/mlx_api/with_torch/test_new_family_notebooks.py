@@ -1,11 +1,11 @@
 """Published notebooks of the newer families, cell by cell (examples/notebooks/, run by tools/run_cells.py), each on
 a tiny model of its own mlx-lm family under its Hub id (examples/notebooks/_families.py): Qwen3 MoE (30B-A3B),
 LFM2.5 (1.2B) GRPO, Gemma 4 (E2B) Text, ERNIE 4.5 (21B-A3B) Conversational,
-Qwen3 (4B) Instruct and Thinking, and Falcon H1 (0.5B) Alpaca.
+Qwen3 (4B) Instruct and Thinking, Falcon H1 (0.5B) Alpaca and GLM-4.7-Flash.
 
-A cell the notebook runs but MLX cannot honour must fail with its refusal by name (REFUSED); a notebook that still
-trips on a gap in our code is a strict xfail naming the gap (GAPS), so fixing it turns the row red until it is
-listed as passing."""
+A cell MLX cannot honour must fail with its refusal by name (REFUSED). A cell that fails on a gap in our code
+(GAPS: CUDA Unsloth runs it) must fail exactly so, and its notebook then reports XFAIL naming the gap; once the gap
+is fixed the cell runs, the expected failure is missing and the row fails until GAPS is updated."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ CELL_COUNTS = {
     "qwen3_instruct": 21,
     "qwen3_thinking": 20,
     "falcon_h1_alpaca": 16,
+    "glm_flash": 19,
 }
 _MEDIA = r"content part of type '{}' was given to a text-only model's tokenizer.*FastVisionModel"
 # {notebook: {cell index: the refusal its error must match}}: every other cell must run.
@@ -36,6 +37,7 @@ REFUSED = {
         28: r"GGUF export on MLX cannot write model_type 'gemma4_text'",
     },
     "falcon_h1_alpaca": {15: r"GGUF export on MLX cannot write model_type 'falcon_h1'"},
+    "glm_flash": {18: r"GGUF export on MLX cannot write model_type 'glm4_moe_lite'"},
 }
 # What each run must print besides running: the trainer's logs and the family's own traces.
 PRINTED = {
@@ -46,9 +48,14 @@ PRINTED = {
     "qwen3_instruct": ("'loss'", "<|im_start|>assistant\nThe lighthouse blinks green.<|im_end|>"),
     "qwen3_thinking": ("'loss'", "<|im_start|>assistant\n<think>\n", "\n</think>\n\n"),
     "falcon_h1_alpaca": ("'loss'", "### Response:\n"),
+    "glm_flash": ("'loss'", "<|assistant|><think></think>100 plus 100 is 200."),
 }
-# {notebook: the gap in our code that still fails it}; none at present.
-GAPS: dict = {}
+# {notebook: {cell index: the error it fails with today}}: where the gap lives is said beside each.
+GAPS = {
+    # zoo/unsloth_zoo/mlx/lora.py refuses target_modules naming a projection the model lacks (GLM's latent attention
+    # has no q/k/v_proj); PEFT, and so CUDA Unsloth, adapts the names that match and ignores the rest.
+    "glm_flash": {2: r"target_modules: 'q_proj', 'k_proj', 'v_proj', 'out_proj' match nothing in this model"},
+}
 
 
 def _check_files(name: str, workdir: Path) -> None:
@@ -61,22 +68,16 @@ def _check_files(name: str, workdir: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=GAPS[name]))
-        if name in GAPS
-        else name
-        for name in sorted(CELL_COUNTS)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(CELL_COUNTS))
 def test_every_cell_runs_or_is_refused_by_name(name: str, tmp_path: Path) -> None:
     result, cells = _run(name, tmp_path)
     assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
     failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
-    expected = REFUSED.get(name, {})
+    expected = {**REFUSED.get(name, {}), **GAPS.get(name, {})}
     assert set(failed) == set(expected), (failed, result.stderr[-3000:])
     for index, pattern in expected.items():
         assert re.search(pattern, failed[index]), (index, failed[index])
     assert all(text in result.stdout for text in PRINTED[name]), result.stdout[-3000:]
     _check_files(name, tmp_path)
+    if name in GAPS:
+        pytest.xfail(f"cells {sorted(GAPS[name])} fail on a gap in our code: {GAPS[name]}")
