@@ -3,7 +3,7 @@
 `moe_families()` asks the installed mlx_lm which families those are (a module that imports `switch_layers`, itself or
 through a module it imports), so a MoE family mlx_lm adds has no config here and shows up as a failing test row.
 Each config is one shared tiny shape plus the keys that family's `ModelArgs` requires or needs to place experts in
-the first two blocks.
+its blocks; a family that wraps a text model (`text_config`) gets its inner family's config there.
 """
 
 from __future__ import annotations
@@ -175,6 +175,90 @@ FAMILY_KEYS: Dict[str, Dict[str, Any]] = {
         "index_topk": 4,
         "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
     },
+    "qwen3_5": {
+        "linear_num_value_heads": 4,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "full_attention_interval": 2,
+        "rope_parameters": {"type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+    },
+    "gemma4_text": {
+        "enable_moe_block": True,
+        "top_k_experts": 2,
+        "global_head_dim": 16,
+        "vocab_size_per_layer_input": 512,
+        "hidden_size_per_layer_input": 8,
+        "num_kv_shared_layers": 0,
+        "layer_types": ["sliding_attention", "full_attention"],
+    },
+    # Llama 4 keeps one expert per token and reads the fourth block's cache for its global mask.
+    "llama4": {
+        "num_experts_per_tok": 1,
+        "num_hidden_layers": 4,
+        "attention_chunk_size": 32,
+        "interleave_moe_layer_step": 1,
+        "intermediate_size_mlp": 128,
+        "model_type": "llama4_text",
+    },
+    "kimi_linear": {
+        "linear_attn_config": {"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4, "kda_layers": [1]},
+        "model_max_length": 256,
+        "num_experts_per_token": 2,
+    },
+    "bailing_moe_linear": {"layer_group_size": 2, "group_norm_size": 1},
+    "bailing_hybrid": {"layer_group_size": 2, "group_norm_size": 1, "head_dim": 16},
+    "mimo_v2_flash": {
+        "hybrid_layer_pattern": [1, 0],
+        "moe_layer_freq": [1, 1],
+        "add_swa_attention_sink_bias": False,
+        "add_full_attention_sink_bias": False,
+        "sliding_window_size": 32,
+        "layernorm_epsilon": 1e-5,
+        "swa_rope_theta": 10000.0,
+        "swa_num_attention_heads": 4,
+        "swa_num_key_value_heads": 2,
+        "swa_head_dim": 16,
+        "swa_v_head_dim": 16,
+    },
+    "longcat_flash": {
+        "attention_method": "MLA",
+        "zero_expert_type": "identity",
+        "ffn_hidden_size": 128,
+        "expert_ffn_hidden_size": 32,
+        "zero_expert_num": 1,
+        "mla_scale_q_lora": True,
+        "mla_scale_kv_lora": True,
+    },
+    "longcat_flash_ngram": {
+        "ffn_hidden_size": 128,
+        "expert_ffn_hidden_size": 32,
+        "zero_expert_num": 1,
+        "mla_scale_q_lora": True,
+        "mla_scale_kv_lora": True,
+        "ngram_vocab_size_ratio": 2,
+    },
+    "kimi_k3": {
+        "linear_attn_config": {"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4, "kda_layers": [1]},
+        "num_experts_per_token": 2,
+    },
+    "minimax_m3_vl": {
+        "dense_intermediate_size": 128,
+        "mlp_layer_types": ["sparse", "sparse"],
+        "layer_types": ["full_attention", "full_attention"],
+        "rotary_dim": 8,
+    },
+    "muse_spark": {
+        "post_norm_eps": 1e-5,
+        "rope_parameters": {"rope_theta": 10000.0},
+        "layer_rope_theta": [10000.0, 10000.0],
+        "layer_types": ["sliding_attention", "full_attention"],
+        "final_logit_softcapping": 30.0,
+        "output_multiplier": 1.0,
+        "moe_hidden_size": 32,
+        "num_shared_experts": 0,
+        "mlp_layer_types": ["sparse", "sparse"],
+    },
 }
 # Families that wrap another family's text model under `text_config`: the inner family's tiny config goes there.
 WRAPPED = {
@@ -182,6 +266,11 @@ WRAPPED = {
     "kimi_vl": "deepseek_v3",
     "kimi_k25": "deepseek_v3",
     "mistral3": "mistral4",
+    "qwen3_5_moe": "qwen3_5",
+    "gemma4": "gemma4_text",
+    "llama4": "llama4",
+    "minimax_m3_vl": "minimax_m3_vl",
+    "muse_spark": "muse_spark",
 }
 
 
@@ -209,13 +298,17 @@ def moe_families() -> Tuple[str, ...]:
     return tuple(sorted(name for name in imports if name != SWITCH_MODULE and reaches(name, frozenset())))
 
 
-def moe_config(family: str) -> Dict[str, Any]:
-    """The tiny config dict of `family`; KeyError naming this kit when the family has none yet."""
-    if family in WRAPPED:
-        return {"model_type": family, "text_config": moe_config(WRAPPED[family])}
+def _flat_config(family: str) -> Dict[str, Any]:
     if family not in FAMILY_KEYS:
         raise KeyError(f"no tiny config for mlx_lm's MoE family {family!r}: add its keys to FAMILY_KEYS in {__file__}")
     return {**BASE, "model_type": family, **FAMILY_KEYS[family]}
+
+
+def moe_config(family: str) -> Dict[str, Any]:
+    """The tiny config dict of `family`; KeyError naming this kit when the family has none yet."""
+    if family in WRAPPED:
+        return {"model_type": family, "vocab_size": BASE["vocab_size"], "text_config": _flat_config(WRAPPED[family])}
+    return _flat_config(family)
 
 
 def build_moe_model(family: str, seed: int = 0) -> Any:
