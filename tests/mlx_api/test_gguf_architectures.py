@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 
 from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model, gpt_oss_config, granitemoehybrid_config, lfm2_config
-from tools.kits.tiny_gguf_families import ernie4_5_config, ernie4_5_moe_config, granite_config, qwen3_moe_config
+from tools.kits.tiny_gguf_families import (
+    ernie4_5_config,
+    ernie4_5_moe_config,
+    granite_config,
+    lfm2_moe_config,
+    qwen3_moe_config,
+)
 
 # Shared by every config here: width 64, 4 heads, 2 KV heads, a 512-token vocabulary.
 EMBD, VOCAB = 64, 512
@@ -248,6 +254,8 @@ def test_olmo2_norms_after_each_block_and_over_all_query_heads(tmp_path):
         ({**ernie4_5_moe_config(), "moe_gate_act": "sigmoid"}, "llama.cpp's routes by softmax"),
         ({**ernie4_5_moe_config(), "moe_layer_end_index": 1}, "ernie4_5_moe with dense trailing layers"),
         ({**ernie4_5_config(), "use_bias": True}, "ernie4_5 with use_bias=True"),
+        ({**lfm2_moe_config(), "norm_topk_prob": False}, "lfm2_moe with norm_topk_prob=False"),
+        ({**lfm2_moe_config(), "routed_scaling_factor": 2.5}, "lfm2_moe with routed_scaling_factor other than 1"),
     ],
 )
 def test_settings_llama_cpp_does_not_reproduce_are_refused_by_name_before_writing(tmp_path, config, message):
@@ -299,3 +307,19 @@ def test_the_mistral_3_wrapper_is_exported_as_its_language_model(tmp_path):
     assert _shapes(tensors)["blk.0.attn_q.weight"] == [EMBD, 4 * 24]
     assert "language_model.lm_head.weight" in source
     np.testing.assert_array_equal(_data(tensors, "output.weight"), source["language_model.lm_head.weight"])
+
+
+@pytest.mark.parametrize("use_bias", [True, False])
+def test_lfm2_moe_has_sigmoid_routing_a_selection_bias_and_a_dense_first_block(tmp_path, use_bias):
+    config = {**lfm2_moe_config(), "hidden_size": EMBD, "moe_intermediate_size": 96, "intermediate_size": 160}
+    reader, tensors, source = _export(tmp_path, {**config, "use_expert_bias": use_bias})
+    assert _key(reader, "general.architecture") == "lfm2moe"
+    assert _key(reader, "lfm2moe.expert_gating_func") == 2  # sigmoid
+    assert _key(reader, "lfm2moe.leading_dense_block_count") == 1
+    assert _key(reader, "lfm2moe.expert_count") == 4 and _key(reader, "lfm2moe.expert_used_count") == 2
+    assert _key(reader, "lfm2moe.expert_feed_forward_length") == 96
+    shapes = _shapes(tensors)
+    assert shapes["blk.0.ffn_gate.weight"] == [EMBD, 160] and "blk.0.ffn_gate_inp.weight" not in shapes
+    assert shapes["blk.1.ffn_gate_exps.weight"] == [EMBD, 96, 4]
+    bias = source.get("model.layers.1.feed_forward.expert_bias", np.zeros(4, dtype=np.float32))
+    np.testing.assert_array_equal(_data(tensors, "blk.1.exp_probs_b.bias"), bias)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from tools.kits.tiny_hybrid_model import (
     VOCAB_SIZE,
     build_tiny_hybrid_model,
@@ -46,6 +48,25 @@ LEARNABLE_MULTIPLIERS = {
 
 def wide_lfm2() -> dict:
     return {**lfm2_config(), **_WIDE, "block_dim": WIDTH, "block_ff_dim": 2 * WIDTH}
+
+
+def lfm2_moe_config() -> dict:
+    """LFM2 MoE: the first block dense, then four sigmoid-routed experts (two per token) with a selection bias."""
+    config = {key: value for key, value in wide_lfm2().items() if not key.startswith("block_")}
+    return {
+        **config,
+        "model_type": "lfm2_moe",
+        "architectures": ["Lfm2MoeForCausalLM"],
+        "intermediate_size": 2 * WIDTH,
+        "moe_intermediate_size": WIDTH,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "norm_topk_prob": True,
+        "use_expert_bias": True,
+        "num_dense_layers": 1,
+        "routed_scaling_factor": 1.0,
+        "tie_word_embeddings": True,
+    }
 
 
 def wide_granitemoehybrid(moe: bool) -> dict:
@@ -206,6 +227,7 @@ NOTEBOOK_FAMILIES = {
     "ernie4_5": (ernie4_5_config, _DENSE_TARGETS),
     "ernie4_5_moe": (ernie4_5_moe_config, _DENSE_TARGETS),
     "mistral3": (mistral3_config, _DENSE_TARGETS),
+    "lfm2_moe": (lfm2_moe_config, ("q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3")),
 }
 
 
@@ -228,4 +250,18 @@ def build_gguf_family_model(folder: str | Path, name: str, *, seed: int = 0) -> 
     folder = build_tiny_hybrid_model(folder, config["model_type"], seed=seed, config=config)
     if config["model_type"] == "gpt_oss":
         split_as_o200k(folder)
+    if config["model_type"] == "lfm2_moe":
+        bias_expert_selection(folder, seed)
     return folder
+
+
+def bias_expert_selection(folder: Path, seed: int) -> None:
+    """Give LFM2 MoE's selection biases values (mlx_lm starts them at zero), so that a lost bias changes the experts."""
+    import mlx.core as mx
+
+    path = folder / "model.safetensors"
+    weights = mx.load(str(path))
+    rng = np.random.default_rng(seed)
+    for name in [name for name in weights if name.endswith(".expert_bias")]:
+        weights[name] = mx.array(rng.normal(0.0, 0.5, weights[name].shape).astype(np.float32))
+    mx.save_safetensors(str(path), weights, metadata={"format": "mlx"})

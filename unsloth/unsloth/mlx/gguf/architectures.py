@@ -2,7 +2,7 @@
 # Copyright 2026 the unsloth authors.
 """What the hybrid and mixture-of-experts families need beyond renaming: tensor reshapes and splits, and their keys.
 
-LFM2 (short convolutions between attention blocks), Granite 4.0-H (Mamba 2 between attention blocks, dense or
+LFM2 (short convolutions between attention blocks, dense or with sigmoid-routed experts), Granite 4.0-H (Mamba 2 between attention blocks, dense or
 with experts beside a shared MLP), gpt-oss (experts with biases, attention sinks, alternating sliding windows),
 Granite 3 and Qwen 3 MoE. Shapes and keys follow llama.cpp's loader (`src/models/<arch>.cpp`) at the version
 llama-cpp-python 0.3.36 vendors; recurrent layers are told apart there by a head_count_kv of 0.
@@ -41,7 +41,7 @@ def attention_layers(config: Dict[str, Any]) -> Optional[List[bool]]:
     """Which layers attend, for the families mixing attention with recurrent blocks; None for the others."""
     model_type = config.get("model_type")
     layers = int(config["num_hidden_layers"])
-    if model_type == "lfm2":
+    if model_type in ("lfm2", "lfm2_moe"):
         indices = config.get("full_attn_idxs")
         if indices is None:
             indices = [i for i, kind in enumerate(config["layer_types"]) if kind == "full_attention"]
@@ -83,6 +83,13 @@ def split_weight(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Pi
         return [(_blk(name, f"ffn_{experts.group(1)}_exps.weight"), data, True)]
     if name.endswith((".conv.conv.weight", ".mamba.conv1d.weight")):
         return [(name, data.reshape(data.shape[0], -1), False)]  # (channels, kernel, 1) to llama.cpp's 2-D kernel
+    if name.endswith(".feed_forward.expert_bias"):
+        return [(_blk(name, "exp_probs_b.bias"), data, True)]
+    if name.endswith(".feed_forward.gate.weight") and config.get("model_type") == "lfm2_moe":
+        pieces = [(name, data, False)]
+        if not config.get("use_expert_bias"):  # llama.cpp's LFM2 MoE requires a selection bias: none is zeros
+            pieces.append((_blk(name, "exp_probs_b.bias"), np.zeros(data.shape[0], dtype=np.float32), True))
+        return pieces
     if name.endswith(".self_attn.sinks"):
         return [(name + ".weight", data, False)]  # llama.cpp names gpt-oss's sinks as a weight
     if name.endswith(".mamba.dt_bias"):
@@ -107,9 +114,15 @@ def write_family_keys(writer: Any, config: Dict[str, Any], architecture: str) ->
     if has_experts(config):
         writer.add_expert_count(int(config.get("num_local_experts") or config["num_experts"]))
         writer.add_expert_used_count(int(config["num_experts_per_tok"]))
-    if architecture == "lfm2":
+    if architecture in ("lfm2", "lfm2moe"):
         writer.add_shortconv_l_cache(int(config["conv_L_cache"]))
         writer.add_vocab_size(int(config["vocab_size"]))
+    if architecture == "lfm2moe":
+        import gguf
+
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_leading_dense_block_count(int(config.get("num_dense_layers") or 0))
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     if architecture in ("granite", "granitemoe", "granitehybrid"):
         _write_granite_multipliers(writer, config)
     if (

@@ -70,8 +70,15 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
             raise UnsupportedModel("ernie4_5_moe with dense trailing layers (moe_layer_end_index): not in GGUF")
     if model_type == "ministral3" and "sliding_attention" in (config.get("layer_types") or []):
         raise UnsupportedModel("ministral3 with sliding-window layers: llama.cpp's mistral3 attends to every position")
-    if model_type == "lfm2" and config.get("conv_bias"):
-        raise UnsupportedModel("lfm2 with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
+    if model_type in ("lfm2", "lfm2_moe") and config.get("conv_bias"):
+        raise UnsupportedModel(f"{model_type} with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
+    if model_type == "lfm2_moe":
+        if config.get("norm_topk_prob") is False:
+            raise UnsupportedModel("lfm2_moe with norm_topk_prob=False: llama.cpp always renormalizes the top-k")
+        if float(config.get("routed_scaling_factor") or 1.0) != 1.0:
+            raise UnsupportedModel(
+                "lfm2_moe with routed_scaling_factor other than 1: llama.cpp's LFM2 MoE reads no scale"
+            )
 
 
 def head_dim(config: Dict[str, Any]) -> int:

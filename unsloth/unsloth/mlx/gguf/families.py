@@ -47,6 +47,7 @@ FAMILIES = {
     "gpt_oss": Family("gpt-oss", key="GPT_OSS", yarn=True),
     "ernie4_5": Family("ernie4_5"),
     "ernie4_5_moe": Family("ernie4_5-moe", key="ERNIE4_5_MOE"),
+    "lfm2_moe": Family("lfm2moe", key="LFM2MOE"),
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
@@ -78,5 +79,4 @@ YARN_REFUSALS = {
 NOTES: Dict[str, str] = {
     "gemma3n": "its AltUp, Laurel and per-layer embeddings need a converter of their own",
     "gemma3": "a vision-language config: export its language model saved as gemma3_text",
-    "lfm2_moe": "its expert routing bias and dense leading layers are not converted yet",
 }
