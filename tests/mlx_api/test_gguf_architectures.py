@@ -17,6 +17,7 @@ import pytest
 
 from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model, gpt_oss_config, granitemoehybrid_config, lfm2_config
 from tools.kits.tiny_gguf_families import (
+    GENERIC_FAMILIES,
     ernie4_5_config,
     ernie4_5_moe_config,
     granite_config,
@@ -255,6 +256,8 @@ def test_olmo2_norms_after_each_block_and_over_all_query_heads(tmp_path):
         ({**ernie4_5_moe_config(), "moe_layer_end_index": 1}, "ernie4_5_moe with dense trailing layers"),
         ({**ernie4_5_config(), "use_bias": True}, "ernie4_5 with use_bias=True"),
         ({**lfm2_moe_config(), "norm_topk_prob": False}, "lfm2_moe with norm_topk_prob=False"),
+        ({**GENERIC_FAMILIES["olmoe"](), "num_key_value_heads": 2}, "llama.cpp's OLMoE has no GQA"),
+        ({**GENERIC_FAMILIES["qwen2_moe"](), "norm_topk_prob": True}, "qwen2_moe with norm_topk_prob=True"),
         ({**lfm2_moe_config(), "routed_scaling_factor": 2.5}, "lfm2_moe with routed_scaling_factor other than 1"),
     ],
 )

@@ -172,6 +172,33 @@ def ernie4_5_moe_config() -> dict:
     }
 
 
+def _generic(model_type: str, architecture: str, **extra) -> dict:
+    return {
+        **_COMMON_DENSE,
+        "model_type": model_type,
+        "architectures": [architecture],
+        "intermediate_size": WIDTH,
+        **extra,
+    }
+
+
+_EXPERTS = {"num_experts": 4, "num_experts_per_tok": 2}
+# Families the name map and the common keys reach with no code of their own: checked untrained, f16 only.
+GENERIC_FAMILIES = {
+    "gemma": lambda: _generic("gemma", "GemmaForCausalLM", head_dim=64),
+    "mixtral": lambda: _generic("mixtral", "MixtralForCausalLM", num_local_experts=4, num_experts_per_tok=2),
+    "seed_oss": lambda: _generic("seed_oss", "SeedOssForCausalLM", head_dim=64, attention_bias=True),
+    "olmoe": lambda: _generic("olmoe", "OlmoeForCausalLM", **_EXPERTS, norm_topk_prob=False, num_key_value_heads=4),
+    "qwen2_moe": lambda: _generic(
+        "qwen2_moe",
+        "Qwen2MoeForCausalLM",
+        **_EXPERTS,
+        moe_intermediate_size=WIDTH,
+        shared_expert_intermediate_size=WIDTH,
+    ),
+}
+
+
 def ministral3_config() -> dict:
     """Ministral 3's text model: llama's layout, YaRN in `rope_parameters` and Llama 4's attention temperature, with
     an original context short enough that the test prompt passes it."""

@@ -147,8 +147,10 @@ def write_family_keys(writer: Any, config: Dict[str, Any], architecture: str) ->
             "sliding_attention" if layer % 2 == 0 else "full_attention" for layer in range(config["num_hidden_layers"])
         ]
         writer.add_array("gpt-oss.attention.sliding_window_pattern", [kind == "sliding_attention" for kind in kinds])
-    if architecture == "qwen3moe":
+    if architecture in ("qwen3moe", "qwen2moe"):
         writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+    if architecture == "qwen2moe":
+        writer.add_expert_shared_feed_forward_length(int(config["shared_expert_intermediate_size"]))
     if architecture == "ernie4_5-moe":
         _write_ernie_experts(writer, config)
 

@@ -68,6 +68,11 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
         last = int(config["num_hidden_layers"]) - 1
         if config.get("moe_layer_end_index") is not None and config["moe_layer_end_index"] < last:
             raise UnsupportedModel("ernie4_5_moe with dense trailing layers (moe_layer_end_index): not in GGUF")
+    if model_type in ("olmoe", "qwen2_moe") and config.get("norm_topk_prob"):
+        raise UnsupportedModel(f"{model_type} with norm_topk_prob=True: llama.cpp's graph never renormalizes the top-k")
+    heads = config.get("num_attention_heads")
+    if model_type == "olmoe" and config.get("num_key_value_heads") not in (None, heads):
+        raise UnsupportedModel("olmoe with fewer key/value heads than query heads: llama.cpp's OLMoE has no GQA")
     if model_type == "ministral3" and "sliding_attention" in (config.get("layer_types") or []):
         raise UnsupportedModel("ministral3 with sliding-window layers: llama.cpp's mistral3 attends to every position")
     if model_type in ("lfm2", "lfm2_moe") and config.get("conv_bias"):
@@ -187,6 +192,8 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
         if family.norm_offset and name.endswith("norm.weight"):
             data = data + np.float32(family.norm_offset)
         tensors[target] = data
+    if family.output_required and "output.weight" not in tensors:
+        tensors["output.weight"] = tensors["token_embd.weight"].copy()
     scaling = rope_scaling(config)
     if scaling is not None and scaling["rope_type"] == "llama3":
         tensors["rope_freqs.weight"] = llama3_rope_factors(config, scaling)

@@ -20,6 +20,7 @@ class Family:
     permute_rotary: bool = False  # llama.cpp's llama graph expects the query/key rows interleaved per head
     norm_offset: float = 0.0  # Gemma's norms scale by 1 + weight, llama.cpp's by the stored weight
     tied_only: bool = False  # llama.cpp's graph has no separate output matrix
+    output_required: bool = False  # llama.cpp's loader requires the output matrix: a tied model writes a copy
     key: str = ""  # the gguf.MODEL_ARCH member, where it is not the architecture's name in capitals
     yarn: bool = False  # llama.cpp's graph for it applies YaRN from the rope.scaling keys, as mlx_lm does
     yarn_log_mul: bool = False  # llama.cpp reads YaRN's mscale_all_dim for it (as rope.scaling.yarn_log_multiplier)
@@ -48,6 +49,12 @@ FAMILIES = {
     "ernie4_5": Family("ernie4_5"),
     "ernie4_5_moe": Family("ernie4_5-moe", key="ERNIE4_5_MOE"),
     "lfm2_moe": Family("lfm2moe", key="LFM2MOE"),
+    # Reached by the name map and the common keys alone (tests/mlx_api/with_llama_cpp/test_gguf_generic_families_...).
+    "gemma": Family("gemma", norm_offset=1.0, tied_only=True),
+    "mixtral": Family("llama", permute_rotary=True),
+    "seed_oss": Family("seed_oss"),
+    "olmoe": Family("olmoe", output_required=True),
+    "qwen2_moe": Family("qwen2moe"),
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
