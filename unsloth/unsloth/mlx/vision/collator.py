@@ -32,6 +32,8 @@ REFUSED_OPTIONS: Dict[str, tuple] = {
     "last_response_only": ((None, False), "completion_only_loss trains every assistant answer"),
 }
 RESIZE_CHOICES = ("min", "max", None)
+# Content parts a processor could read but training here does not, named in the refusal.
+UNSUPPORTED_PARTS = {"audio": "audio features", "video": "video frames"}
 
 
 class EncodedRow(NamedTuple):
@@ -175,6 +177,11 @@ class UnslothVisionDataCollator:
         for message in messages:
             content = message.get("content")
             for part in content if isinstance(content, list) else []:
+                if isinstance(part, dict) and part.get("type") in UNSUPPORTED_PARTS:
+                    raise NotImplementedError(
+                        f"UnslothVisionDataCollator on MLX got a {part['type']} part: it trains on images only "
+                        f"(mlx-vlm's {UNSUPPORTED_PARTS[part['type']]} are not wired into training here)"
+                    )
                 if isinstance(part, dict) and part.get("type") == "image":
                     value = part.get("image", part.get("path", part.get("url")))
                     if value is None:
