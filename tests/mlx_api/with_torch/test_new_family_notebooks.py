@@ -1,11 +1,11 @@
 """Published notebooks of the newer families, cell by cell (examples/notebooks/, run by tools/run_cells.py), each on
 a tiny model of its own mlx-lm family under its Hub id (examples/notebooks/_families.py): Qwen3 MoE (30B-A3B),
 LFM2.5 (1.2B) GRPO, Gemma 4 (E2B) Text, ERNIE 4.5 (21B-A3B) Conversational,
-Qwen3 (4B) Instruct and Thinking, Falcon H1 (0.5B) Alpaca and GLM-4.7-Flash.
+Qwen3 (4B) Instruct and Thinking, Falcon H1 (0.5B) Alpaca, GLM-4.7-Flash and Nemotron 3 Nano.
 
 A cell MLX cannot honour must fail with its refusal by name (REFUSED). A cell that fails on a gap in our code
-(GAPS: CUDA Unsloth runs it) must fail exactly so, and its notebook then reports XFAIL naming the gap; once the gap
-is fixed the cell runs, the expected failure is missing and the row fails until GAPS is updated."""
+(GAPS: CUDA Unsloth runs it) must fail exactly so, and its notebook then reports XFAIL naming the gap (the cells
+after it may fail in turn); once the gap is fixed that cell runs and the row fails until GAPS is updated."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ CELL_COUNTS = {
     "qwen3_thinking": 20,
     "falcon_h1_alpaca": 16,
     "glm_flash": 19,
+    "nemotron3_nano": 19,
 }
 _MEDIA = r"content part of type '{}' was given to a text-only model's tokenizer.*FastVisionModel"
 # {notebook: {cell index: the refusal its error must match}}: every other cell must run.
@@ -38,6 +39,7 @@ REFUSED = {
     },
     "falcon_h1_alpaca": {15: r"GGUF export on MLX cannot write model_type 'falcon_h1'"},
     "glm_flash": {18: r"GGUF export on MLX cannot write model_type 'glm4_moe_lite'"},
+    "nemotron3_nano": {18: r"GGUF export on MLX cannot write model_type 'nemotron_h'"},
 }
 # What each run must print besides running: the trainer's logs and the family's own traces.
 PRINTED = {
@@ -49,13 +51,22 @@ PRINTED = {
     "qwen3_thinking": ("'loss'", "<|im_start|>assistant\n<think>\n", "\n</think>\n\n"),
     "falcon_h1_alpaca": ("'loss'", "### Response:\n"),
     "glm_flash": ("'loss'", "<|assistant|><think></think>100 plus 100 is 200."),
+    "nemotron3_nano": ("'loss'", "<|im_start|>assistant\n100 plus 100 is 200.<|im_end|>"),
 }
 # {notebook: {cell index: the error it fails with today}}: where the gap lives is said beside each.
 GAPS = {
     # zoo/unsloth_zoo/mlx/lora.py refuses target_modules naming a projection the model lacks (GLM's latent attention
     # has no q/k/v_proj); PEFT, and so CUDA Unsloth, adapts the names that match and ignores the rest.
     "glm_flash": {2: r"target_modules: 'q_proj', 'k_proj', 'v_proj', 'out_proj' match nothing in this model"},
+    # unsloth/unsloth/mlx/models/keywords.py refuses unsloth_force_compile=True (a torch.compile switch, with nothing
+    # to compile on MLX); with it dropped, cell 2 fails as GLM's does ('gate_proj': the experts are fc1/fc2).
+    "nemotron3_nano": {1: r"cannot honour unsloth_force_compile=True"},
 }
+
+
+def _assert_failed_as(failed: dict, expected: dict, stderr: str) -> None:
+    for index, pattern in expected.items():
+        assert index in failed and re.search(pattern, failed[index]), (index, failed.get(index), stderr[-3000:])
 
 
 def _check_files(name: str, workdir: Path) -> None:
@@ -73,11 +84,10 @@ def test_every_cell_runs_or_is_refused_by_name(name: str, tmp_path: Path) -> Non
     result, cells = _run(name, tmp_path)
     assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
     failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
-    expected = {**REFUSED.get(name, {}), **GAPS.get(name, {})}
-    assert set(failed) == set(expected), (failed, result.stderr[-3000:])
-    for index, pattern in expected.items():
-        assert re.search(pattern, failed[index]), (index, failed[index])
-    assert all(text in result.stdout for text in PRINTED[name]), result.stdout[-3000:]
-    _check_files(name, tmp_path)
+    _assert_failed_as(failed, GAPS.get(name, {}), result.stderr)
     if name in GAPS:
         pytest.xfail(f"cells {sorted(GAPS[name])} fail on a gap in our code: {GAPS[name]}")
+    _assert_failed_as(failed, REFUSED.get(name, {}), result.stderr)
+    assert set(failed) == set(REFUSED.get(name, {})), (failed, result.stderr[-3000:])
+    assert all(text in result.stdout for text in PRINTED[name]), result.stdout[-3000:]
+    _check_files(name, tmp_path)
