@@ -85,6 +85,7 @@ def test_a_batch_of_one_is_raised_to_num_generations_as_cuda_unsloth_does(tmp_pa
         ({"num_generations": 1}, ValueError, r"num_generations must be an integer of at least 2"),
         ({"loss_type": "cispo"}, NotImplementedError, r"loss_type='cispo' is not available on MLX"),
         ({"scale_rewards": "rows"}, ValueError, r"scale_rewards must be"),
+        ({"importance_sampling_level": "batch"}, ValueError, r"importance_sampling_level must be one of"),
         ({"num_iterations": 2}, NotImplementedError, r"num_iterations=2"),
         ({"steps_per_generation": 2}, NotImplementedError, r"steps_per_generation=2 differs"),
     ],

@@ -117,8 +117,21 @@ def trl_config(kind: type, output_dir: Path, beta: float) -> Any:
     )
 
 
-def run_trl(trainer: Any, rollout: Dict[str, Any], rows: List[Dict[str, str]], loss_type: str, scale: str) -> Dict:
+def run_trl(
+    trainer: Any,
+    rollout: Dict[str, Any],
+    rows: List[Dict[str, str]],
+    loss_type: str,
+    scale: str,
+    level: str = "token",
+    old_logps: Any = None,
+    bias_correction_kl: bool = False,
+) -> Dict:
+    import torch
+
     trainer.loss_type, trainer.scale_rewards = loss_type, scale
+    trainer.importance_sampling_level = level
+    trainer.args.use_bias_correction_kl = bias_correction_kl
     trainer.current_gradient_accumulation_steps = 1
     trainer._metrics["train"].clear()
     prompt_ids = [ids for ids in rollout["prompts"] for _ in range(GENERATIONS)]
@@ -130,12 +143,28 @@ def run_trl(trainer: Any, rollout: Dict[str, Any], rows: List[Dict[str, str]], l
     trainer.model.train()
     inputs = [row for row in rows for _ in range(GENERATIONS)]
     batch = trainer._generate_and_score_completions(inputs)
+    if old_logps is not None:
+        batch["old_per_token_logps"] = torch.tensor(old_logps, dtype=torch.float32)
+    trainer.model.zero_grad()
     loss = trainer._compute_loss(trainer.model, batch)
+    loss.backward()
     metrics = {name: values[-1] for name, values in trainer._metrics["train"].items() if values}
-    return {"advantages": batch["advantages"].tolist(), "loss": float(loss.item()), "metrics": metrics}
+    gradients = {
+        name: parameter.grad.numpy().copy()
+        for name, parameter in trainer.model.named_parameters()
+        if parameter.grad is not None
+    }
+    return {
+        "advantages": batch["advantages"].tolist(),
+        "loss": float(loss.item()),
+        "metrics": metrics,
+        "grads": gradients,
+    }
 
 
-def run_mlx(model: Any, tokenizer: Any, rollout: Dict[str, Any], rows: List[Dict[str, str]], config: Dict) -> Dict:
+def run_mlx(
+    model: Any, tokenizer: Any, rollout: Dict[str, Any], rows: List[Dict[str, str]], config: Dict, old_logps: Any = None
+) -> Dict:
     from unsloth.mlx.rl.grpo import GRPOTrainer
     from unsloth.mlx.rl.grpo.loss import group_advantages
     from unsloth.mlx.rl.grpo_config import GRPOConfig
@@ -163,8 +192,60 @@ def run_mlx(model: Any, tokenizer: Any, rollout: Dict[str, Any], rows: List[Dict
     prompt_ids = [ids for ids in rollout["prompts"] for _ in range(GENERATIONS)]
     masks = [[1] * len(ids) for ids in rollout["completions"]]
     metrics = dict(scores.metrics)
-    loss = trainer._train_on(prompt_ids, rollout["completions"], masks, scores.advantages, metrics)
-    return {"advantages": scores.advantages.tolist(), "loss": loss, "metrics": metrics}
+    old = None if old_logps is None else [values[: len(ids)] for values, ids in zip(old_logps, rollout["completions"])]
+    loss = trainer._train_on(prompt_ids, rollout["completions"], masks, scores.advantages, metrics, old_logps=old)
+    grads = mlx_gradients(trainer, prompt_ids, rollout["completions"], masks, scores.advantages, old)
+    return {"advantages": scores.advantages.tolist(), "loss": loss, "metrics": metrics, "grads": grads}
+
+
+def mlx_gradients(trainer: Any, prompt_ids: list, completions: list, masks: list, advantages: Any, old: Any) -> Dict:
+    """The LoRA gradients of the one micro-batch's loss, as the trainer's step takes them."""
+    import mlx.core as mx
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten
+
+    from unsloth.mlx.rl.grpo.loss import build_batch, completion_logps, policy_loss
+
+    settings = trainer.loss_settings()
+    batch = build_batch(prompt_ids, completions, masks, advantages, trainer.pad_id, old_logps=old)
+    if trainer.reference is not None:
+        batch.ref_logps = trainer.reference.run(
+            lambda model: completion_logps(model, batch, settings.temperature, differentiable=False)
+        )
+    tokens = float(sum(sum(mask) for mask in masks))
+    normalizer = mx.array(tokens if settings.loss_type == "dapo" else 1.0)
+    _, grads = nn.value_and_grad(trainer.model, lambda model, b: policy_loss(model, b, settings, normalizer))(
+        trainer.model, batch
+    )
+    return {name: np.array(value) for name, value in tree_flatten(grads)}
+
+
+def lora_b_gradients_from_torch(mlx_model: Any, torch_grads: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """TRL's gradient of each merged weight `W + scale * (A @ B)^T`, carried to `B`: scale * A^T @ dW^T."""
+    from mlx.utils import tree_flatten
+
+    lora = dict(tree_flatten(mlx_model.parameters()))
+    scales = {name: module.scale for name, module in mlx_model.named_modules() if hasattr(module, "lora_a")}
+    return {
+        f"{module}.lora_b": scale * np.array(lora[f"{module}.lora_a"]).T @ torch_grads[f"{module}.weight"].T
+        for module, scale in scales.items()
+    }
+
+
+def shifted_old_logps(model: Any, tokenizer: Any, rollout: Dict[str, Any], seed: int = 9) -> np.ndarray:
+    """A sampling policy other than the current one: the model's own log-probabilities of the fixed completions,
+    moved by noise large enough that some ratios leave the clip range; zero past each completion's end."""
+    from unsloth.mlx.rl.grpo.loss import build_batch, completion_logps
+
+    prompt_ids = [ids for ids in rollout["prompts"] for _ in range(GENERATIONS)]
+    masks = [[1] * len(ids) for ids in rollout["completions"]]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    batch = build_batch(prompt_ids, rollout["completions"], masks, [0.0] * len(masks), pad)
+    current = np.array(completion_logps(model, batch, 0.7, differentiable=False))
+    rng = np.random.default_rng(seed)
+    # A shift per completion moves GSPO's sequence ratios too, not only the token ones.
+    shifted = current + rng.normal(0.0, 0.3, current.shape) + rng.normal(0.0, 0.4, (current.shape[0], 1))
+    return (shifted * np.array(batch.mask)).astype(np.float32)
 
 
 COMPARED = [
@@ -216,3 +297,41 @@ def test_advantages_loss_and_metrics_match_trl(
     if beta:
         # The adapter-off reference differs from the policy, so the KL term is really exercised.
         assert expected["metrics"]["kl"] > 1e-4
+
+
+@pytest.mark.parametrize("off_policy", [False, True], ids=["on-policy", "off-policy"])
+@pytest.mark.parametrize("beta", [0.0, 0.04])
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_importance_sampling_levels_match_trls_loss_metrics_and_gradients(
+    setting: Dict[str, Any], level: str, loss_type: str, beta: float, off_policy: bool
+):
+    """GSPO's sequence ratio and the token ratio, on the first pass (ratio 1 in value, not in gradient) and against an
+    older sampling policy (as a reused generation batch sees it), with TRL's KL bias correction on when beta > 0."""
+    rows, rollout, model = setting["rows"], setting["rollout"], setting["model"]
+    old = shifted_old_logps(model, setting["tokenizer"], rollout) if off_policy else None
+    corrected = beta > 0
+    expected = run_trl(setting["trl"][beta], rollout, rows, loss_type, "group", level, old, corrected)
+    config = {
+        "loss_type": loss_type,
+        "beta": beta,
+        "importance_sampling_level": level,
+        "use_bias_correction_kl": corrected,
+    }
+    actual = run_mlx(model, setting["tokenizer"], rollout, rows, config, old_logps=old)
+    assert math.isclose(actual["loss"], expected["loss"], abs_tol=TOLERANCE), (actual["loss"], expected["loss"])
+    names = [*COMPARED, "clip_ratio/low_min", "clip_ratio/high_max"] + (["kl"] if beta else [])
+    for name in names:
+        assert math.isclose(actual["metrics"][name], expected["metrics"][name], abs_tol=TOLERANCE), (
+            name,
+            actual["metrics"][name],
+            expected["metrics"][name],
+        )
+    carried = lora_b_gradients_from_torch(model, expected["grads"])
+    scale = max(float(np.abs(values).max()) for values in carried.values())
+    assert scale > 1e-4
+    for name, values in carried.items():
+        np.testing.assert_allclose(actual["grads"][name], values, atol=1e-4 * scale, rtol=0, err_msg=name)
+    if off_policy:
+        # The shifted sampling policy really clips some ratios, so the clipped branch is compared too.
+        assert expected["metrics"]["clip_ratio/region_mean"] > 0

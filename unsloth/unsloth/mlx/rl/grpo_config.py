@@ -18,6 +18,7 @@ from .config import RLTrainingArguments
 logger = logging.getLogger(__name__)
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 SCALE_REWARDS = {"group": "group", "batch": "batch", "none": "none", True: "group", False: "none"}
 
 
@@ -38,6 +39,9 @@ class GRPOConfig(RLTrainingArguments):
         "epsilon_high": None,
         "delta": None,
         "loss_type": "dapo",
+        "importance_sampling_level": "token",
+        # TRL 1.x multiplies the KL by the importance ratio; the notebooks' TRL 0.22 does not, so neither do we unless asked.
+        "use_bias_correction_kl": False,
         "scale_rewards": "group",
         "reward_weights": None,
         "mask_truncated_completions": False,
@@ -64,7 +68,6 @@ class GRPOConfig(RLTrainingArguments):
     }
     ACCEPTED_AT_DEFAULT: Dict[str, Tuple[Any, ...]] = {
         "num_iterations": (1,),
-        "importance_sampling_level": ("token",),
         "multi_objective_aggregation": ("sum_then_normalize",),
         "top_entropy_quantile": (1.0, 1),
         "sync_ref_model": (False,),
@@ -81,6 +84,17 @@ class GRPOConfig(RLTrainingArguments):
             )
         if self.loss_type not in LOSS_TYPES:
             raise NotImplementedError(f"loss_type={self.loss_type!r} is not available on MLX; use one of {LOSS_TYPES}")
+        if self.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
+            raise ValueError(
+                f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, "
+                f"got {self.importance_sampling_level!r}"
+            )
+        if self.importance_sampling_level == "sequence" and self.loss_type != "grpo":
+            logger.warning(
+                "importance_sampling_level='sequence' with loss_type=%r sums per-token terms, weighting each sequence "
+                "by its length; GSPO's own objective is loss_type='grpo'",
+                self.loss_type,
+            )
         if self.scale_rewards not in SCALE_REWARDS:
             raise ValueError(
                 f"scale_rewards must be 'group', 'batch', 'none', True or False, got {self.scale_rewards!r}"

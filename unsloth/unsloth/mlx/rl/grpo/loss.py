@@ -3,8 +3,10 @@
 """GRPO's arithmetic, as TRL's `GRPOTrainer` does it: group-relative advantages, per-token log-probabilities of the
 completions, and the clipped policy loss aggregated by `loss_type`, with the KL term against a reference.
 
-One optimizer step samples once (TRL's `num_iterations=1`), so the old policy is the current one detached: the
-ratio is 1 in value and carries the policy gradient.
+The importance ratio compares the policy with the one that sampled: given the old log-probabilities (a generation
+batch reused for `num_iterations` passes) or, on the first pass, the current ones detached (1 in value, carrying the
+policy gradient). GSPO (`importance_sampling_level="sequence"`) takes one ratio per completion, from the mean
+log-ratio over its tokens.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class CompletionBatch:
     mask: mx.array  # (rows, completion width), 1 for a real completion token
     advantages: mx.array  # (rows,)
     ref_logps: Optional[mx.array] = None
+    old_logps: Optional[mx.array] = None  # the sampling policy's, when it is no longer the current one
 
 
 def build_batch(
@@ -85,6 +88,7 @@ def build_batch(
     masks: Sequence[Sequence[int]],
     advantages: Sequence[float],
     pad_id: int,
+    old_logps: Optional[Sequence[Sequence[float]]] = None,
 ) -> CompletionBatch:
     width = max(len(completion) for completion in completion_ids) or 1
     total = max(len(prompt) + width for prompt in prompt_ids)
@@ -96,9 +100,15 @@ def build_batch(
         completions[row, : len(completion)] = completion
         mask[row, : len(kept)] = kept
     starts = np.array([len(prompt) for prompt in prompt_ids], dtype=np.int32)
-    return CompletionBatch(
+    batch = CompletionBatch(
         mx.array(tokens), mx.array(starts), mx.array(completions), mx.array(mask), mx.array(np.asarray(advantages))
     )
+    if old_logps is not None:
+        old = np.zeros((len(prompt_ids), width), dtype=np.float32)
+        for row, values in enumerate(old_logps):
+            old[row, : len(values)] = values
+        batch.old_logps = mx.array(old)
+    return batch
 
 
 def completion_logps(
@@ -130,6 +140,19 @@ class LossSettings:
     temperature: float
     max_completion_length: int
     delta: Optional[float] = None
+    importance_sampling_level: str = "token"
+    bias_correction_kl: bool = False
+
+
+def log_importance_weights(logps: mx.array, batch: CompletionBatch, level: str) -> mx.array:
+    """TRL's log-ratio to the sampling policy: per token (rows, width), or per completion (rows, 1) as GSPO's mean
+    over the completion's tokens."""
+    old = mx.stop_gradient(logps) if batch.old_logps is None else batch.old_logps
+    log_ratio = logps - old
+    if level == "token":
+        return log_ratio
+    mask = batch.mask
+    return ((log_ratio * mask).sum(-1) / mx.maximum(mask.sum(-1), 1.0))[:, None]
 
 
 def policy_loss(model: Any, batch: CompletionBatch, settings: LossSettings, normalizer: mx.array) -> tuple:
@@ -140,7 +163,7 @@ def policy_loss(model: Any, batch: CompletionBatch, settings: LossSettings, norm
     logps, entropy = completion_logps(model, batch, settings.temperature, with_entropy=True)
     mask = batch.mask
     advantages = batch.advantages[:, None]
-    coef_1 = mx.exp(logps - mx.stop_gradient(logps))
+    coef_1 = mx.exp(log_importance_weights(logps, batch, settings.importance_sampling_level))
     coef_2 = mx.clip(coef_1, 1 - settings.epsilon_low, 1 + settings.epsilon_high)
     if settings.delta is not None:
         coef_1 = mx.minimum(coef_1, settings.delta)
@@ -149,6 +172,8 @@ def policy_loss(model: Any, batch: CompletionBatch, settings: LossSettings, norm
     if settings.beta != 0.0:
         difference = batch.ref_logps - logps
         kl = mx.exp(difference) - difference - 1
+        if settings.bias_correction_kl:
+            kl = kl * coef_1
         per_token = per_token + settings.beta * kl
     masked = per_token * mask
     if settings.loss_type == "grpo":
@@ -166,15 +191,22 @@ def policy_loss(model: Any, batch: CompletionBatch, settings: LossSettings, norm
 
 
 def loss_metrics(pieces: Dict[str, mx.array], batch: CompletionBatch, settings: LossSettings) -> Dict[str, float]:
-    """TRL's per-micro-batch metrics: `kl`, `entropy` and the clip ratios, as token means over the mask."""
+    """TRL's per-micro-batch metrics: `kl`, `entropy` and the clip ratios, as token means over the mask (a ratio per
+    completion, GSPO's, counts each completion once)."""
     mask = batch.mask
     count = mx.maximum(mask.sum(), 1.0)
     advantages = batch.advantages[:, None]
 
-    def masked_mean(values: mx.array) -> float:
+    per_sequence = settings.importance_sampling_level == "sequence"
+
+    def masked_mean(values: mx.array, each_sequence: bool = False) -> float:
+        if each_sequence:
+            return float(values.mean().item())
         return float(((values * mask).sum() / count).item())
 
     def per_row(values: mx.array) -> mx.array:
+        if per_sequence:
+            return values[:, 0]
         return (values * mask).sum(-1) / mask.sum(-1)
 
     coef_1 = pieces["coef_1"]
@@ -184,9 +216,9 @@ def loss_metrics(pieces: Dict[str, mx.array], batch: CompletionBatch, settings: 
     if "kl" in pieces:
         metrics["kl"] = masked_mean(pieces["kl"])
     metrics["entropy"] = masked_mean(pieces["entropy"])
-    metrics["clip_ratio/low_mean"] = masked_mean(low)
-    metrics["clip_ratio/high_mean"] = masked_mean(high)
-    metrics["clip_ratio/region_mean"] = masked_mean(mx.maximum(low, high))
+    metrics["clip_ratio/low_mean"] = masked_mean(low, per_sequence)
+    metrics["clip_ratio/high_mean"] = masked_mean(high, per_sequence)
+    metrics["clip_ratio/region_mean"] = masked_mean(mx.maximum(low, high), per_sequence)
     metrics["clip_ratio/low_min"] = float(np.nanmin(np.array(per_row(low))))
     metrics["clip_ratio/high_max"] = float(np.nanmax(np.array(per_row(high))))
     return metrics

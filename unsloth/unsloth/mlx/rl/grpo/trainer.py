@@ -313,6 +313,7 @@ class GRPOTrainer:
         masks: List[List[int]],
         advantages: np.ndarray,
         metrics: Dict[str, float],
+        old_logps: Optional[List[np.ndarray]] = None,
     ) -> float:
         args = self.args
         size = args.per_device_train_batch_size
@@ -326,7 +327,10 @@ class GRPOTrainer:
         grads, total, collected = None, 0.0, []
         for start in range(0, len(prompt_ids), size):
             part = slice(start, start + size)
-            batch = build_batch(prompt_ids[part], completion_ids[part], masks[part], advantages[part], self.pad_id)
+            old = None if old_logps is None else old_logps[part]
+            batch = build_batch(
+                prompt_ids[part], completion_ids[part], masks[part], advantages[part], self.pad_id, old_logps=old
+            )
             if self.reference is not None:
                 batch.ref_logps = self.reference.run(
                     lambda model: completion_logps(model, batch, settings.temperature, differentiable=False)  # noqa: B023
@@ -354,6 +358,8 @@ class GRPOTrainer:
             temperature=float(args.temperature),
             max_completion_length=int(args.max_completion_length),
             delta=args.delta,
+            importance_sampling_level=args.importance_sampling_level,
+            bias_correction_kl=bool(args.use_bias_correction_kl),
         )
 
     # ---- the loop ----
