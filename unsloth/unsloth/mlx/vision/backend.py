@@ -30,14 +30,19 @@ _FIXED_TOWER = (
     "mlx-vlm builds its MobileNet-V5 vision tower from a fixed list of layers whatever the config says, so no tiny "
     "model of it can be built to check its training forward pass"
 )
+_FIXED_SAM = (
+    "mlx-vlm builds its SAM image encoder at full size (ViT-B, 1024-pixel input) from fixed defaults whatever the "
+    "config says, so no tiny model of it can be built to check its training forward pass"
+)
 # The vision families mlx-vlm ships that training refuses, each group with its reason; every other one trains.
 REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
     _NO_LANGUAGE_HEAD: ("moge3", "rfdetr", "rt_detr_v2", "sam3", "sam3_1", "sam3d_body", "sam3d_objects"),
     _EMBEDDING: ("colidefics3", "colqwen2_5", "qwen3_vl_embedding"),
     _FIXED_TOWER: ("gemma3n",),
+    _FIXED_SAM: ("deepseekocr", "deepseekocr_2"),
     _UNCHECKED: (
         "aya_vision", "clef", "cohere_compass", "d1", "d1_omni", "deepseek_v4", "deepseek_v41", "deepseek_vl_v2",
-        "deepseekocr", "deepseekocr_2", "dots_ocr", "ernie4_5_moe_vl", "falcon_ocr", "falcon_perception", "fastvlm",
+        "dots_ocr", "ernie4_5_moe_vl", "falcon_ocr", "falcon_perception", "fastvlm",
         "florence2", "gemma4_unified", "glm4v", "glm4v_moe", "glm5_next", "glm_ocr", "got",
         "granite4_vision", "granite_vision", "hunyuan_vl", "idefics2", "idefics3", "indic_ocr", "inkling", "internvl",
         "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "llama4", "llava", "llava_bunny", "llava_next",
