@@ -174,9 +174,11 @@ def test_get_peft_model_refuses_what_mlx_cannot_honour_by_name(
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
-def test_an_inert_keyword_set_warns_once_naming_it(entry: str, tiny_model_dir: Path, vision_dir) -> None:
-    with pytest.warns(RuntimeWarning, match=rf"{entry}\.from_pretrained: unsloth_tiled_mlp has no effect on MLX"):
-        _entry(entry).from_pretrained(_folder(entry, tiny_model_dir, vision_dir), unsloth_tiled_mlp=True)
+@pytest.mark.parametrize("keyword", ["unsloth_tiled_mlp", "unsloth_force_compile"])
+def test_an_inert_keyword_set_warns_once_naming_it(entry: str, keyword: str, tiny_model_dir: Path, vision_dir) -> None:
+    """Speed and memory switches of CUDA's (the Nemotron 3 Nano notebook forces compiling) load with one warning."""
+    with pytest.warns(RuntimeWarning, match=rf"{entry}\.from_pretrained: {keyword} has no effect on MLX"):
+        _entry(entry).from_pretrained(_folder(entry, tiny_model_dir, vision_dir), **{keyword: True})
 
 
 def test_vision_get_peft_model_takes_max_seq_length_as_the_text_entry_points_do(vision_dir) -> None:

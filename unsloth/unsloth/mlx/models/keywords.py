@@ -39,6 +39,9 @@ LOAD_INERT: Dict[str, Tuple[Any, ...]] = {
     "fix_tokenizer": (None, True, False),
     # Tiling the MLP only saves CUDA memory; the result is the same.
     "unsloth_tiled_mlp": OFF,
+    # torch.compile switches (the Nemotron 3 Nano notebook forces it): MLX has no torch graph to compile.
+    "unsloth_force_compile": OFF,
+    "fullgraph": (None, True),
 }
 LOAD_DEFAULT_ONLY: Dict[str, Tuple[Any, ...]] = {
     "rope_scaling": (None,),
@@ -48,10 +51,8 @@ LOAD_DEFAULT_ONLY: Dict[str, Tuple[Any, ...]] = {
     "fast_inference": OFF,
     "auto_model": (None,),
     "return_logits": OFF,
-    "fullgraph": (None, True),
     "whisper_language": (None,),
     "whisper_task": (None,),
-    "unsloth_force_compile": OFF,
     "qat_scheme": (None,),
     "load_in_fp8": OFF,
     "target_parameters": (None, []),
