@@ -28,6 +28,8 @@ class DPOTrainer(PreferenceTrainer):
     """TRL's `DPOTrainer(model, ref_model, args, train_dataset, tokenizer / processing_class, ...)` on MLX."""
 
     config_class = DPOConfig
+    # Every DPO value is masked to the completion tokens, so padding the width for compilation changes none.
+    compiles_step = True
 
     def __init__(self, model: Any, *args: Any, ref_model: Any = None, **kwargs: Any) -> None:
         super().__init__(model, *args, ref_model=ref_model, **kwargs)

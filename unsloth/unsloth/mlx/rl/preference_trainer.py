@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from typing import Any, ClassVar, Dict, List, NamedTuple, Tuple
+from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -57,9 +57,11 @@ class PairBatch(NamedTuple):
     pairs: int
 
 
-def pair_batch(sequences: List[Tuple[Sequence, Sequence]], pad_id: int) -> PairBatch:
+def pair_batch(sequences: List[Tuple[Sequence, Sequence]], pad_id: int, multiple: Optional[int] = None) -> PairBatch:
     rows = [chosen for chosen, _ in sequences] + [rejected for _, rejected in sequences]
     width = max(len(ids) for ids, _ in rows)
+    if multiple:
+        width = -(-width // multiple) * multiple
     tokens = np.full((len(rows), width), pad_id, dtype=np.int32)
     targets = np.zeros((len(rows), width - 1), dtype=np.float32)
     completion = np.zeros_like(targets)
@@ -140,6 +142,8 @@ class PreferenceTrainer(MLXTrainer):
 
     config_class: ClassVar[type] = RLTrainingArguments
     uses_reference: ClassVar[bool] = False
+    # Whether the step may be compiled: only for a method whose loss and metrics ignore the padding's width.
+    compiles_step: ClassVar[bool] = False
 
     def __init__(self, model: Any, *args: Any, ref_model: Any = None, **kwargs: Any) -> None:
         name = type(self).__name__
@@ -213,15 +217,28 @@ class PreferenceTrainer(MLXTrainer):
 
     def _build_step_functions(self) -> None:
         super()._build_step_functions()
-        loss_and_grad = nn.value_and_grad(self.model, self.loss_and_metrics)
+        model = self.model
+        loss_and_grad = nn.value_and_grad(model, self.loss_and_metrics)
         rows: PairRows = self.train_rows  # type: ignore[assignment]
+        compiled = self.compiles_step and self._use_compile()
+        # A compiled step retraces for each new width, so widths are rounded to a few buckets then.
+        multiple = 32 if compiled else None
 
-        # Uncompiled: each batch is built from the pairs the zoo's batching picked (their indices in column 0).
+        def step(tokens: mx.array, targets: mx.array, completion: mx.array, real: mx.array, reference: Any) -> Any:
+            batch = PairBatch(tokens, targets, completion, real, tokens.shape[0] // 2)
+            (loss, metrics), grads = loss_and_grad(model, batch, reference)
+            return loss, metrics, grads
+
+        if compiled:
+            captured = [model.state, self.optimizer.state, mx.random.state]
+            step = mx.compile(step, inputs=captured, outputs=captured)
+
+        # The batch is built outside the step from the pairs the zoo's batching picked (their indices in column 0).
         def forward_backward(tokens: mx.array, lengths: mx.array) -> Any:
             indices = np.array(tokens[:, 0]).tolist()
-            batch = pair_batch([rows.sequences[index] for index in indices], self.pad_id)
+            batch = pair_batch([rows.sequences[index] for index in indices], self.pad_id, multiple)
             reference = self.reference_values(batch)
-            (loss, metrics), grads = loss_and_grad(self.model, batch, reference)
+            loss, metrics, grads = step(batch.tokens, batch.targets, batch.completion, batch.real, reference)
             mx.eval(loss, metrics)
             self._store(metrics, batch)
             return loss, mx.array(batch.pairs), grads
