@@ -103,17 +103,10 @@ def labels_function(
 
 def response_masked_cross_entropy(model: Any, tokens: Any, lengths: Any, weights: Any) -> Tuple[Any, Any]:
     """Mean next-token loss over targets inside each row's length whose token the mask keeps, and their count."""
-    import mlx.core as mx
-    import mlx.nn as nn
+    from unsloth_zoo.mlx.loss import masked_cross_entropy
 
-    logits = model(tokens[:, :-1])
-    targets = tokens[:, 1:]
-    positions = mx.arange(targets.shape[1])[None, :]
-    # The target at position t is token t+1, so it is kept when token t+1 is part of a response.
-    keep = (positions < (lengths[:, None] - 1)) * weights[:, 1:]
-    per_token = nn.losses.cross_entropy(logits, targets) * keep
-    count = keep.sum()
-    return per_token.astype(mx.float32).sum() / mx.maximum(count, 1), count
+    # The zoo's loss, which takes the logits a chunk of positions at a time.
+    return masked_cross_entropy(model, tokens, lengths, weights)
 
 
 def train_on_responses_only(
