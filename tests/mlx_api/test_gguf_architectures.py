@@ -258,6 +258,10 @@ def test_olmo2_norms_after_each_block_and_over_all_query_heads(tmp_path):
         ({**lfm2_moe_config(), "norm_topk_prob": False}, "lfm2_moe with norm_topk_prob=False"),
         ({**GENERIC_FAMILIES["olmoe"](), "num_key_value_heads": 2}, "llama.cpp's OLMoE has no GQA"),
         ({**GENERIC_FAMILIES["qwen2_moe"](), "norm_topk_prob": True}, "qwen2_moe with norm_topk_prob=True"),
+        (
+            {**GENERIC_FAMILIES["smollm3"](), "no_rope_layer_interval": 2},
+            "smollm3 with rotary embeddings off in layers",
+        ),
         ({**lfm2_moe_config(), "routed_scaling_factor": 2.5}, "lfm2_moe with routed_scaling_factor other than 1"),
     ],
 )

@@ -189,6 +189,15 @@ GENERIC_FAMILIES = {
     "mixtral": lambda: _generic("mixtral", "MixtralForCausalLM", num_local_experts=4, num_experts_per_tok=2),
     "seed_oss": lambda: _generic("seed_oss", "SeedOssForCausalLM", head_dim=64, attention_bias=True),
     "olmoe": lambda: _generic("olmoe", "OlmoeForCausalLM", **_EXPERTS, norm_topk_prob=False, num_key_value_heads=4),
+    "internlm3": lambda: _generic("internlm3", "InternLM3ForCausalLM", qkv_bias=True, bias=True),
+    "hunyuan_v1_dense": lambda: _generic(
+        "hunyuan_v1_dense",
+        "HunYuanDenseV1ForCausalLM",
+        head_dim=64,
+        rope_scaling={"type": "dynamic", "alpha": 1000.0, "factor": 1.0},
+    ),
+    # Four layers, so that the fourth runs without rotary embeddings.
+    "smollm3": lambda: _generic("smollm3", "SmolLM3ForCausalLM", head_dim=64, num_hidden_layers=4),
     "qwen2_moe": lambda: _generic(
         "qwen2_moe",
         "Qwen2MoeForCausalLM",

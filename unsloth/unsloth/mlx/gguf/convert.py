@@ -73,6 +73,14 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
     heads = config.get("num_attention_heads")
     if model_type == "olmoe" and config.get("num_key_value_heads") not in (None, heads):
         raise UnsupportedModel("olmoe with fewer key/value heads than query heads: llama.cpp's OLMoE has no GQA")
+    if model_type == "smollm3":
+        layers = int(config["num_hidden_layers"])
+        interval = int(config.get("no_rope_layer_interval") or 4)
+        rotary = config.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(layers)]
+        if list(rotary) != [int((i + 1) % 4 != 0) for i in range(layers)]:
+            raise UnsupportedModel(
+                "smollm3 with rotary embeddings off in layers other than every 4th: llama.cpp fixes that"
+            )
     if model_type == "ministral3" and "sliding_attention" in (config.get("layer_types") or []):
         raise UnsupportedModel("ministral3 with sliding-window layers: llama.cpp's mistral3 attends to every position")
     if model_type in ("lfm2", "lfm2_moe") and config.get("conv_bias"):
@@ -105,7 +113,12 @@ def rope_base(config: Dict[str, Any], local: bool = False) -> float:
         sliding = parameters.get("sliding_attention") if isinstance(parameters, dict) else None
         value = config.get("rope_local_base_freq") or (sliding or {}).get("rope_theta")
         return float(value or 10000.0)
-    return float(config.get("rope_theta") or _rope_parameters(config).get("rope_theta") or 10000.0)
+    base = float(config.get("rope_theta") or _rope_parameters(config).get("rope_theta") or 10000.0)
+    alpha = (config.get("rope_scaling") or {}).get("alpha")
+    if config.get("model_type") == "hunyuan_v1_dense" and alpha:
+        dims = head_dim(config)
+        return base * float(alpha) ** (dims / (dims - 2))  # HunYuan's NTK alpha folded into the base, as mlx_lm does
+    return base
 
 
 def rope_scaling(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -113,6 +126,8 @@ def rope_scaling(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     if scaling is None:
         return None
     kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if config.get("model_type") == "hunyuan_v1_dense" and "alpha" in scaling:
+        return None  # its alpha is a different base (rope_base), not a scaling llama.cpp applies
     family = FAMILIES.get(str(config.get("model_type")))
     if kind not in _ROPE_TYPES and not (kind == "yarn" and family is not None and family.yarn):
         yarn = ", ".join(name for name, known in FAMILIES.items() if known.yarn)
@@ -185,9 +200,9 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
         target = name if named else names.get_name(name, try_suffixes=(".weight", ".bias"))
         if target is None:
             raise UnsupportedModel(f"no llama.cpp {family.architecture} tensor for the weight {name!r}")
-        if family.permute_rotary and name.endswith("self_attn.q_proj.weight"):
+        if family.permute_rotary and name.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
             data = interleave_rotary_rows(data, heads)
-        elif family.permute_rotary and name.endswith("self_attn.k_proj.weight"):
+        elif family.permute_rotary and name.endswith(("self_attn.k_proj.weight", "self_attn.k_proj.bias")):
             data = interleave_rotary_rows(data, kv_heads or heads)
         if family.norm_offset and name.endswith("norm.weight"):
             data = data + np.float32(family.norm_offset)

@@ -55,6 +55,9 @@ FAMILIES = {
     "seed_oss": Family("seed_oss"),
     "olmoe": Family("olmoe", output_required=True),
     "qwen2_moe": Family("qwen2moe"),
+    "internlm3": Family("llama", permute_rotary=True),
+    "hunyuan_v1_dense": Family("hunyuan-dense", key="HUNYUAN_DENSE"),
+    "smollm3": Family("smollm3", permute_rotary=True),
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
