@@ -86,7 +86,7 @@ def _checkpointed_class(base: type) -> type:
 def transformer_blocks(model: Any) -> List[nn.Module]:
     """Every repeated block of the model (a text model's decoder layers, a VLM's language and vision layers)."""
     blocks: List[nn.Module] = []
-    inside = set()
+    inside: set = set()
     for _, module in model.named_modules():
         if id(module) in inside:
             continue

@@ -48,6 +48,7 @@ class ORPOTrainer(PreferenceTrainer):
         loss = nll - (beta * ratio).mean()
         chosen_rewards, rejected_rewards = mx.stop_gradient(beta * chosen), mx.stop_gradient(beta * rejected)
         mean_logits = scores.mean_logit
+        assert mean_logits is not None  # asked for with statistics=True
         metrics = {
             "rewards/chosen": chosen_rewards.mean(),
             "rewards/rejected": rejected_rewards.mean(),
