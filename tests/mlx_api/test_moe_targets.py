@@ -167,3 +167,21 @@ def test_a_refused_list_leaves_the_model_unchanged_and_usable() -> None:
 
 def test_every_configured_family_is_one_mlx_lm_still_has() -> None:
     assert set(FAMILY_KEYS) | set(WRAPPED) <= set(moe_families())
+
+
+def test_a_four_bit_bases_experts_take_gate_up_proj() -> None:
+    """QLoRA on a MoE checkpoint quantized as mlx_lm quantizes one (experts included): the QuantizedSwitchLinear
+    stacks are reached by the same names."""
+    import mlx.nn as nn
+    from mlx_lm.models.switch_layers import QuantizedSwitchLinear
+    from mlx_lm.tuner.lora import LoRASwitchLinear
+
+    from unsloth import FastLanguageModel
+
+    model = build_moe_model("qwen3_moe")
+    nn.quantize(model, group_size=32, bits=4, class_predicate=lambda _, module: hasattr(module, "to_quantized"))
+    assert isinstance(model.layers[0].mlp.switch_mlp.up_proj, QuantizedSwitchLinear)
+    model = FastLanguageModel.get_peft_model(model, r=4, target_modules=ATTENTION + ["gate_up_proj"])
+    stack = model.layers[0].mlp.switch_mlp
+    assert isinstance(stack.gate_proj, LoRASwitchLinear) and isinstance(stack.up_proj.linear, QuantizedSwitchLinear)
+    assert np.isfinite(_forward(model)).all()
