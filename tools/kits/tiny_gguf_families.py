@@ -198,6 +198,10 @@ GENERIC_FAMILIES = {
     ),
     # Four layers, so that the fourth runs without rotary embeddings.
     "smollm3": lambda: _generic("smollm3", "SmolLM3ForCausalLM", head_dim=64, num_hidden_layers=4),
+    # LayerNorm families (biases, their own epsilon key); Phi-2 rotates half of each head.
+    "starcoder2": lambda: _generic("starcoder2", "Starcoder2ForCausalLM", norm_epsilon=1e-5),
+    "phi": lambda: _generic("phi", "PhiForCausalLM", partial_rotary_factor=0.5, layer_norm_eps=1e-5),
+    "cohere": lambda: _generic("cohere", "CohereForCausalLM", layer_norm_eps=1e-5, logit_scale=0.25),
     "qwen2_moe": lambda: _generic(
         "qwen2_moe",
         "Qwen2MoeForCausalLM",

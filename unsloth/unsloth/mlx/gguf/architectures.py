@@ -123,6 +123,8 @@ def write_family_keys(writer: Any, config: Dict[str, Any], architecture: str) ->
         writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
         writer.add_leading_dense_block_count(int(config.get("num_dense_layers") or 0))
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if architecture == "command-r":
+        writer.add_logit_scale(float(config.get("logit_scale") or 0.0625))  # Cohere scales its logits
     if architecture in ("granite", "granitemoe", "granitehybrid"):
         _write_granite_multipliers(writer, config)
     if (

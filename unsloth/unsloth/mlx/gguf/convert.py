@@ -73,6 +73,10 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
     heads = config.get("num_attention_heads")
     if model_type == "olmoe" and config.get("num_key_value_heads") not in (None, heads):
         raise UnsupportedModel("olmoe with fewer key/value heads than query heads: llama.cpp's OLMoE has no GQA")
+    if model_type == "cohere" and config.get("use_qk_norm"):
+        raise UnsupportedModel(
+            "cohere with use_qk_norm=True: its per-head norms are not checked against llama.cpp here"
+        )
     if model_type == "smollm3":
         layers = int(config["num_hidden_layers"])
         interval = int(config.get("no_rope_layer_interval") or 4)
@@ -238,6 +242,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     writer.add_rope_dimension_count(int(dims * float(config.get("partial_rotary_factor") or 1.0)))
     writer.add_rope_freq_base(rope_base(config))
     writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps") or config.get("norm_eps") or 1e-6))
+    layer_norm_eps = config.get("layer_norm_eps") or config.get("layer_norm_epsilon") or config.get("norm_epsilon")
+    if layer_norm_eps:  # the families normed by LayerNorm read this key instead
+        writer.add_layer_norm_eps(float(layer_norm_eps))
     scaling = rope_scaling(config)
     if scaling is not None and scaling["rope_type"] == "linear":
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)

@@ -58,6 +58,9 @@ FAMILIES = {
     "internlm3": Family("llama", permute_rotary=True),
     "hunyuan_v1_dense": Family("hunyuan-dense", key="HUNYUAN_DENSE"),
     "smollm3": Family("smollm3", permute_rotary=True),
+    "starcoder2": Family("starcoder2"),
+    "phi": Family("phi2"),
+    "cohere": Family("command-r", key="COMMAND_R"),
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
