@@ -46,6 +46,11 @@ FAMILIES = {
     "gemma2 softcap": {"model_type": "gemma2", "final_logit_softcapping": 5.0},
     # mlx-lm's gemma3_text reads no final softcap, so the one in its config must not be applied.
     "gemma3_text": {"model_type": "gemma3_text", "final_logit_softcapping": 5.0, "sliding_window_pattern": 2},
+    # Gemma 3's wrapper hands its call to a gemma3_text language model.
+    "gemma3 wrapper": {
+        "model_type": "gemma3",
+        "text_config": {**SHARED, "model_type": "gemma3_text", "sliding_window_pattern": 2},
+    },
     "granite scaling": {"model_type": "granite", "tie_word_embeddings": False},
     "cohere scale": {"model_type": "cohere"},
 }

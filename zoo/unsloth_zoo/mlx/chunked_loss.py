@@ -37,6 +37,7 @@ class TokenScores(NamedTuple):
 
 
 class OutputHead(NamedTuple):
+    body: nn.Module
     module: nn.Module
     project: Callable[[mx.array], mx.array]
     softcap: Optional[float]
@@ -50,6 +51,9 @@ def _family_args(model: Any) -> Any:
 def _candidate_heads(model: Any) -> List[OutputHead]:
     """mlx-lm's possible heads after the body: `lm_head` or the tied embedding, with or without the config's
     softcap and logit scaling (granite divides, cohere multiplies); the forward pass decides which is real."""
+    # A wrapper (Gemma 3, Mistral 3, ...) hands the whole call to its language model.
+    while isinstance(model, dict) and "model" not in model and isinstance(model.get("language_model"), nn.Module):
+        model = model["language_model"]
     body = model.get("model") if isinstance(model, dict) else None
     if not isinstance(body, nn.Module):
         return []
@@ -69,7 +73,9 @@ def _candidate_heads(model: Any) -> List[OutputHead]:
     if getattr(args, "logit_scale", None):
         scale *= float(args.logit_scale)
     endings = dict.fromkeys([(softcap, scale), (None, scale), (softcap, 1.0), (None, 1.0)])
-    return [OutputHead(module, project, cap, factor) for module, project in projections for cap, factor in endings]
+    return [
+        OutputHead(body, module, project, cap, factor) for module, project in projections for cap, factor in endings
+    ]
 
 
 def _head_logits(head: OutputHead, hidden: mx.array, temperature: float) -> mx.array:
@@ -82,8 +88,8 @@ def _head_logits(head: OutputHead, hidden: mx.array, temperature: float) -> mx.a
     return logits / temperature if temperature != 1.0 else logits
 
 
-def _body(model: Any, inputs: mx.array, cache: Any) -> mx.array:
-    return model.model(inputs, cache=cache)
+def _hidden(head: OutputHead, inputs: mx.array, cache: Any) -> mx.array:
+    return head.body(inputs, cache=cache)
 
 
 def output_head(model: Any) -> Optional[OutputHead]:
@@ -103,7 +109,7 @@ def _reproduces_forward(model: Any, head: OutputHead) -> bool:
     model.eval()
     try:
         whole = mx.stop_gradient(model(probe)).astype(mx.float32)
-        split = mx.stop_gradient(_head_logits(head, _body(model, probe, None), 1.0))
+        split = mx.stop_gradient(_head_logits(head, _hidden(head, probe, None), 1.0))
         if whole.shape != split.shape:
             return False
         tolerance = 1e-4 * max(1.0, mx.abs(whole).max().item())
@@ -123,6 +129,16 @@ def _say_whole_once(model: Any) -> None:
             "[tokens x vocabulary] logits (more memory at large vocabularies)",
             name,
         )
+
+
+def _vocabulary(head: OutputHead) -> int:
+    """The head's output width, read from its weight's first dimension (quantized or LoRA-wrapped alike)."""
+    module = head.module
+    while "weight" not in module and isinstance(module.get("linear"), nn.Module):
+        module = module["linear"]
+    weight = module.get("weight")
+    # Unknown: assume Gemma's 262,144 so chunks stay small.
+    return int(weight.shape[0]) if isinstance(weight, mx.array) else 262144
 
 
 def chunk_positions(vocabulary: int) -> int:
@@ -228,12 +244,12 @@ def token_scores(
         logits = logits.astype(mx.float32)
         logits = logits / temperature if temperature != 1.0 else logits
         return TokenScores(**_scores_from_logits(logits, targets, statistics))
-    hidden = _body(model, inputs, cache)
+    hidden = _hidden(head, inputs, cache)
     if positions is not None:
         hidden = hidden[mx.arange(hidden.shape[0])[:, None], positions]
     rows, width = targets.shape
     flat_hidden, flat_targets = hidden.reshape(rows * width, -1), targets.reshape(-1)
-    size = chunk or chunk_positions(int(getattr(_family_args(model), "vocab_size", 0) or 0))
+    size = chunk or chunk_positions(_vocabulary(head))
     if not differentiable:
         step = _forward_only_chunk(head, temperature)
     elif _head_has_trainable_weights(head):
