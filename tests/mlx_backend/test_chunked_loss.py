@@ -207,3 +207,21 @@ def test_a_large_vocabulary_step_peaks_far_lower_chunked() -> None:
 
 def chunked_loss_default(model: Any, tokens: mx.array, weights: mx.array) -> mx.array:
     return -(token_scores(model, tokens[:, :-1], tokens[:, 1:]).log_probs * weights).sum() / weights.sum()
+
+
+@pytest.mark.parametrize("family", ["llama tied", "llama lm_head"])
+def test_a_quantized_head_gives_the_whole_logits_loss_and_gradients(family: str) -> None:
+    config = {**SHARED, **FAMILIES[family]}
+    model_class, args_class = _get_classes(config)
+    mx.random.seed(0)
+    model = model_class(args_class.from_dict(config))
+    nn.quantize(model, group_size=64, bits=4)
+    model.freeze()
+    linear_to_lora_layers(model, 2, {"rank": 4, "scale": 2.0, "dropout": 0.0})
+    mx.eval(model.parameters())
+    assert output_head(model) is not None
+    tokens, weights = batch(24), mx.ones((2, 24))
+    assert_same(
+        value_and_grads(model, chunked_loss, tokens, weights),
+        value_and_grads(model, whole_logits_loss, tokens, weights),
+    )
