@@ -202,6 +202,10 @@ GENERIC_FAMILIES = {
     "starcoder2": lambda: _generic("starcoder2", "Starcoder2ForCausalLM", norm_epsilon=1e-5),
     "phi": lambda: _generic("phi", "PhiForCausalLM", partial_rotary_factor=0.5, layer_norm_eps=1e-5),
     "cohere": lambda: _generic("cohere", "CohereForCausalLM", layer_norm_eps=1e-5, logit_scale=0.25),
+    "glm4": lambda: _generic("glm4", "Glm4ForCausalLM", head_dim=64, partial_rotary_factor=0.5, attention_bias=False),
+    "stablelm": lambda: _generic(
+        "stablelm", "StableLmForCausalLM", partial_rotary_factor=0.5, layer_norm_eps=1e-5, use_qkv_bias=False
+    ),
     "qwen2_moe": lambda: _generic(
         "qwen2_moe",
         "Qwen2MoeForCausalLM",

@@ -61,6 +61,8 @@ FAMILIES = {
     "starcoder2": Family("starcoder2"),
     "phi": Family("phi2"),
     "cohere": Family("command-r", key="COMMAND_R"),
+    "glm4": Family("glm4"),
+    "stablelm": Family("stablelm"),
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
