@@ -49,10 +49,11 @@ def _transformers_classes() -> Dict[str, List[str]]:
         return {}
     classes: Dict[str, List[str]] = {}
     for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else None
-        if getattr(target, "id", "") not in _MAPPINGS or not isinstance(node.value, ast.Call):
+        if not isinstance(node, ast.Assign) or getattr(node.targets[0], "id", "") not in _MAPPINGS:
             continue
-        for pair in getattr(node.value.args[0], "elts", []) if node.value.args else []:
+        if not isinstance(node.value, ast.Call) or not node.value.args:
+            continue
+        for pair in getattr(node.value.args[0], "elts", []):
             model_type, names = ast.literal_eval(pair)
             classes.setdefault(model_type, []).extend([names] if isinstance(names, str) else names)
     return classes
