@@ -58,9 +58,8 @@ GAPS = {
     # zoo/unsloth_zoo/mlx/lora.py refuses target_modules naming a projection the model lacks (GLM's latent attention
     # has no q/k/v_proj); PEFT, and so CUDA Unsloth, adapts the names that match and ignores the rest.
     "glm_flash": {2: r"target_modules: 'q_proj', 'k_proj', 'v_proj', 'out_proj' match nothing in this model"},
-    # unsloth/unsloth/mlx/models/keywords.py refuses unsloth_force_compile=True (a torch.compile switch, with nothing
-    # to compile on MLX); with it dropped, cell 2 fails as GLM's does ('gate_proj': the experts are fc1/fc2).
-    "nemotron3_nano": {1: r"cannot honour unsloth_force_compile=True"},
+    # The same rule: the notebook names gate_proj, which Nemotron-H lacks (its experts are fc1/fc2).
+    "nemotron3_nano": {2: r"target_modules: 'gate_proj' matches nothing in this model"},
 }
 
 
