@@ -182,8 +182,9 @@ def bench(session: nox.Session) -> None:
 def bench_mlx(session: nox.Session) -> None:
     """Tokens/s and peak memory of the MLX trainer against mlx_lm's own LoRA trainer, tiny and real model shapes."""
     # mlx-lm-lora, for the DPO row only: its requirements (mlx>=0.32.3, mlx_lm>=0.32.0) fit the pinned MLX stack.
-    _install_packages(session, *MLX_DEPS, MLX_LM_LORA)
-    session.run("python", "tools/bench_mlx.py", *session.posargs)
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, MLX_LM_LORA)
+    session.install("--no-deps", MLX_VLM)
+    session.run("python", "tools/bench_mlx.py", "--vision-steps", "10", *session.posargs)
 
 
 @nox.session(default=False)

@@ -171,6 +171,12 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
 
         (workdir / "dpo").mkdir()
         dpo = measure_dpo(folder, options, workdir / "dpo")
+    vision = None
+    if getattr(options, "vision_steps", 0) > 0:
+        from tools.bench_mlx_vision import measure_vision
+
+        (workdir / "vision").mkdir()
+        vision = measure_vision(options, workdir / "vision")
     shapes = None
     if options.shapes:
         from tools.bench_mlx_shapes import measure_shapes
@@ -178,7 +184,14 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         (workdir / "shapes").mkdir()
         shapes = measure_shapes(workdir / "shapes", options)
     if options.steps <= 0:
-        return {"generation": generation, "packing": packing, "grpo": grpo, "dpo": dpo, "shapes": shapes}
+        return {
+            "generation": generation,
+            "packing": packing,
+            "grpo": grpo,
+            "dpo": dpo,
+            "vision": vision,
+            "shapes": shapes,
+        }
     positions = options.batch * (options.seq_len - 1) * options.steps
     runners = {"mlx_lm": lambda out: time_mlx_lm(folder, rows, options, out)}
     for compile_steps in options.compile:
@@ -205,6 +218,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "packing": packing,
         "grpo": grpo,
         "dpo": dpo,
+        "vision": vision,
         "shapes": shapes,
     }
 
@@ -239,6 +253,10 @@ def format_table(result: dict) -> str:
         from tools.bench_mlx_dpo import format_dpo_table
 
         lines += ["", format_dpo_table(result["dpo"])] if lines else [format_dpo_table(result["dpo"])]
+    if result.get("vision"):
+        from tools.bench_mlx_vision import format_vision_table
+
+        lines += ["", format_vision_table(result["vision"])] if lines else [format_vision_table(result["vision"])]
     if result.get("shapes"):
         from tools.bench_mlx_shapes import format_shapes_table
 
@@ -279,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dpo-prompt-len", type=int, default=32, help="prompt tokens of each DPO row")
     parser.add_argument("--dpo-answer-len", type=int, default=32, help="chosen and rejected tokens of each DPO row")
+    parser.add_argument(
+        "--vision-steps", type=int, default=0, help="timed vision SFT steps against mlx-vlm's trainer (0: skip)"
+    )
     add_shape_arguments(parser)
     options = parser.parse_args(argv)
     if options.shapes == "none":
@@ -288,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         options.generate_tokens = 0
         options.grpo_prompts = 0
         options.dpo_steps = 0
+        options.vision_steps = 0
         options.shapes = ""
     from tools.bench_mlx_dpo import lora_available
 
@@ -299,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
             )
     elif options.dpo_steps > 0 and not lora_available():
         print(f"--dpo-steps {options.dpo_steps} needs mlx-lm-lora: pip install mlx-lm-lora", file=sys.stderr)
+        return 2
+    from tools.bench_mlx_vision import settle_vision_steps
+
+    if not settle_vision_steps(options):
         return 2
     result = measure(options)
     print(format_table(result))
