@@ -185,3 +185,67 @@ def test_a_four_bit_bases_experts_take_gate_up_proj() -> None:
     stack = model.layers[0].mlp.switch_mlp
     assert isinstance(stack.gate_proj, LoRASwitchLinear) and isinstance(stack.up_proj.linear, QuantizedSwitchLinear)
     assert np.isfinite(_forward(model)).all()
+
+
+# The GLM-4.7-Flash and Nemotron 3 Nano notebooks' lists, names their families lack included.
+GLM_FLASH_NOTEBOOK = ["q_proj", "k_proj", "v_proj", "out_proj", "gate_proj", "up_proj", "down_proj"]
+NEMOTRON_NOTEBOOK = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def test_names_another_family_uses_are_skipped_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """GLM's latent attention has no q/k/v_proj nor out_proj: they are skipped, named once with what the model has,
+    and the names that match (the shared and routed experts) are adapted, as PEFT does on CUDA."""
+    from mlx_lm.tuner.lora import LoRASwitchLinear
+
+    from unsloth import FastLanguageModel
+
+    with caplog.at_level("WARNING", logger="unsloth_zoo.mlx.lora"):
+        model = FastLanguageModel.get_peft_model(
+            build_moe_model("glm4_moe_lite"), r=4, target_modules=GLM_FLASH_NOTEBOOK
+        )
+    warned = [record.getMessage() for record in caplog.records if "target_modules" in record.getMessage()]
+    assert len(warned) == 1, warned
+    assert "'q_proj', 'k_proj', 'v_proj', 'out_proj'" in warned[0] and "q_a_proj" in warned[0]
+    assert "kv_a_proj_with_mqa" in warned[0] and "'gate_proj'" not in warned[0]
+    block = model.layers[0]
+    assert isinstance(block.mlp.switch_mlp.gate_proj, LoRASwitchLinear) and hasattr(
+        block.mlp.shared_experts.up_proj, "lora_a"
+    )
+    assert not hasattr(block.self_attn.q_a_proj, "lora_a")
+    assert np.isfinite(_forward(model)).all()
+
+
+def test_a_typo_beside_skipped_names_is_still_refused() -> None:
+    from unsloth import FastLanguageModel
+
+    model = build_moe_model("glm4_moe_lite")
+    with pytest.raises(ValueError, match=r"'up_prj' matches nothing.*the model is unchanged") as refusal:
+        FastLanguageModel.get_peft_model(model, target_modules=["q_proj", "up_proj", "up_prj"])
+    assert "'q_proj'" not in str(refusal.value)
+    assert not any(hasattr(module, "lora_a") for _, module in model.named_modules())
+
+
+def test_a_list_of_only_other_families_names_is_refused() -> None:
+    from unsloth import FastLanguageModel
+
+    model = build_moe_model("glm4_moe_lite")
+    with pytest.raises(ValueError, match=r"'q_proj', 'k_proj' match nothing.*the model is unchanged"):
+        FastLanguageModel.get_peft_model(model, target_modules=["q_proj", "k_proj"])
+
+
+def test_nemotron_h_up_and_down_proj_reach_the_routed_experts(caplog: pytest.LogCaptureFixture) -> None:
+    """Nemotron-H's routed experts are a SwitchMLP (fc1 / fc2, Hugging Face's up_proj / down_proj): the notebook's
+    names adapt them beside the shared expert; its gate_proj, which the family lacks, is skipped by name."""
+    from mlx_lm.tuner.lora import LoRASwitchLinear
+
+    from unsloth import FastLanguageModel
+
+    with caplog.at_level("WARNING", logger="unsloth_zoo.mlx.lora"):
+        model = FastLanguageModel.get_peft_model(build_moe_model("nemotron_h"), r=4, target_modules=NEMOTRON_NOTEBOOK)
+    assert any("'gate_proj' names no layer" in record.getMessage() for record in caplog.records)
+    moe = [block.mixer for block in model.layers if hasattr(block.mixer, "switch_mlp")]
+    assert moe
+    for mixer in moe:
+        assert isinstance(mixer.switch_mlp.fc1, LoRASwitchLinear) and isinstance(mixer.switch_mlp.fc2, LoRASwitchLinear)
+        assert hasattr(mixer.shared_experts.up_proj, "lora_a") and hasattr(mixer.shared_experts.down_proj, "lora_a")
+    assert np.isfinite(_forward(model)).all()

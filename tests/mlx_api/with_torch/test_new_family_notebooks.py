@@ -54,13 +54,7 @@ PRINTED = {
     "nemotron3_nano": ("'loss'", "<|im_start|>assistant\n100 plus 100 is 200.<|im_end|>"),
 }
 # {notebook: {cell index: the error it fails with today}}: where the gap lives is said beside each.
-GAPS = {
-    # zoo/unsloth_zoo/mlx/lora.py refuses target_modules naming a projection the model lacks (GLM's latent attention
-    # has no q/k/v_proj); PEFT, and so CUDA Unsloth, adapts the names that match and ignores the rest.
-    "glm_flash": {2: r"target_modules: 'q_proj', 'k_proj', 'v_proj', 'out_proj' match nothing in this model"},
-    # The same rule: the notebook names gate_proj, which Nemotron-H lacks (its experts are fc1/fc2).
-    "nemotron3_nano": {2: r"target_modules: 'gate_proj' matches nothing in this model"},
-}
+GAPS: dict = {}
 
 
 def _assert_failed_as(failed: dict, expected: dict, stderr: str) -> None:

@@ -6,12 +6,18 @@ LoRA layers, and train `embed_tokens` / `lm_head` in full when they are named, a
 A target name matches a module path in any block that equals it or ends with `.name` (PEFT's suffix rule), so
 hybrid models get LoRA on every block that has the name, not only on blocks shaped like the first one. The names
 transformers 5 and CUDA Unsloth give a MoE layer's experts (`gate_up_proj`, `experts`, Mixtral's `w1`..`w3`) reach
-mlx_lm's expert stacks (SwitchGLU / SwitchMLP) in every family. A refused list leaves the model unchanged.
+mlx_lm's expert stacks (SwitchGLU / SwitchMLP) in every family. A name that another family uses but this model lacks
+is skipped with a warning, as PEFT skips it; a typo, or a list matching nothing, is refused and leaves the model
+unchanged.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -46,6 +52,10 @@ DENSE_PARTS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 SWITCH_PARTS = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "fc1": "up", "fc2": "down"}
 # A plain attribute, not an mlx container, so the settings never show up among the model's parameters.
 SETTINGS_ATTRIBUTE = "unsloth_lora_settings"
+# How mlx_lm's family modules declare a linear, so the projection names of every family are read, not listed here.
+_LINEAR_DECLARATION = re.compile(r"self\.(\w+)\s*=\s*(?:nn\.)?(?:Linear|QuantizedLinear|SwitchLinear)\(")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -141,6 +151,40 @@ def adaptable_paths(blocks: Sequence[Any]) -> Tuple[str, ...]:
     return tuple(sorted(found))
 
 
+@functools.lru_cache(maxsize=1)
+def projection_vocabulary() -> frozenset:
+    """Every linear name some mlx_lm family declares, plus the Hugging Face names our tables map onto them."""
+    import mlx_lm.models
+
+    names = {
+        match.group(1)
+        for source in Path(mlx_lm.models.__file__).parent.glob("*.py")
+        for match in _LINEAR_DECLARATION.finditer(source.read_text(encoding="utf-8"))
+    }
+    return frozenset(names | set(MOE_EXPERT_NAMES) | set(LEGACY_EXPERT_NAMES) | set(MLX_NAMES) | set(FULL_TARGETS))
+
+
+def _other_familys_name(target: str) -> bool:
+    """A projection name of some family (`experts.<name>` too), as opposed to a typo or a wrong dotted path."""
+    name, _ = _expert_name(target)
+    return ("." not in name and name in projection_vocabulary()) or target in MLX_NAMES
+
+
+def _adaptable_names(paths: Sequence[str], full: Dict[str, str]) -> str:
+    return ", ".join(sorted({path.rsplit(".", 1)[-1] for path in paths} | set(full)))
+
+
+def _warn_skipped(skipped: List[str], paths: Sequence[str], full: Dict[str, str]) -> None:
+    logger.warning(
+        "target_modules: %s %s no layer of this model (other families' projection names), so %s skipped as PEFT "
+        "skips them; this model's adaptable names are %s",
+        ", ".join(repr(name) for name in skipped),
+        "names" if len(skipped) == 1 else "name",
+        "it is" if len(skipped) == 1 else "they are",
+        _adaptable_names(paths, full),
+    )
+
+
 def _full_modules(model: Any) -> Dict[str, str]:
     """`embed_tokens` / `lm_head` by their model paths; a tied model's output is its `embed_tokens`."""
     import mlx.nn as nn
@@ -158,11 +202,10 @@ def _full_modules(model: Any) -> Dict[str, str]:
 
 
 def _refuse_unmatched(unmatched: List[str], paths: Sequence[str], full: Dict[str, str]) -> None:
-    names = sorted({path.rsplit(".", 1)[-1] for path in paths} | set(full))
     raise ValueError(
         f"target_modules: {', '.join(repr(name) for name in unmatched)} "
         f"{'matches' if len(unmatched) == 1 else 'match'} nothing in this model; "
-        f"its adaptable names are {', '.join(names)} (a dotted path such as {paths[0]!r} also works); "
+        f"its adaptable names are {_adaptable_names(paths, full)} (a dotted path such as {paths[0]!r} also works); "
         "the model is unchanged"
         if paths
         else f"target_modules: {unmatched} match nothing, and this model has no linear layer to adapt; "
@@ -213,7 +256,9 @@ def apply_lora(
 ) -> LoraSettings:
     """Freeze `model`, put LoRA on `target_modules` in its last `num_layers` blocks (all when None), and train
     `embed_tokens` / `lm_head` in full when named. With `strict`, a name matching nothing is refused; without it
-    (the default list) only a list matching nothing at all is."""
+    (the default list) only a list matching nothing at all is. A name some other family uses for a projection
+    (GLM's latent attention has no `q_proj`) is skipped with one warning, as PEFT skips it; a name no family uses
+    is refused as a typo."""
     from mlx_lm.tuner.utils import linear_to_lora_layers
 
     blocks = model.layers
@@ -227,8 +272,13 @@ def apply_lora(
     saved = tuple(name for name in FULL_TARGETS if name in wanted and name in full)
     unmatched = [target for target in wanted if target not in saved and not reached[target]]
     # Every refusal comes before the model is frozen or changed, so the caller's model stays as it was.
-    if (strict and unmatched) or not (keys or saved):
+    if not (keys or saved):
         _refuse_unmatched(unmatched or wanted, paths, full)
+    typos = [target for target in unmatched if not _other_familys_name(target)]
+    if strict and typos:
+        _refuse_unmatched(typos, paths, full)
+    if strict and unmatched:
+        _warn_skipped(unmatched, paths, full)
     settings = LoraSettings(
         rank=int(rank),
         alpha=float(alpha),
