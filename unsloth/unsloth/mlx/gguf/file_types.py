@@ -15,7 +15,7 @@ from typing import Any, List
 
 import numpy as np
 
-from ..training.arguments import normalised_name
+from ..models.keywords import normalised_name
 from .kquants.mix import MIX_BASE
 
 # llama.cpp's method names with one GGML type for every weight: (type, llama.cpp file type).

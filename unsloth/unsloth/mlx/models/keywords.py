@@ -10,9 +10,7 @@ default-only (accepted at the values that change nothing; any other value is ref
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, Tuple
-
-from ..training.arguments import carries_value
+from typing import Any, Dict, Optional, Tuple
 
 OFF = (None, False)
 # FastModel passes its own name under this keyword to the FastLanguageModel call it wraps, so refusals name it.
@@ -145,3 +143,36 @@ def check_load_keywords(owner: str, given: Dict[str, Any], used: Tuple = TEXT_LO
 
 def check_peft_keywords(owner: str, given: Dict[str, Any], used: Tuple = TEXT_PEFT_USED) -> None:
     check_keywords(owner, given, PEFT_INERT, PEFT_DEFAULT_ONLY, used)
+
+
+# ---- how a notebook's value is read, and the context length a model was loaded for ------------------------
+
+
+def plain_value(value: Any) -> Any:
+    """An enum member as its value (Hugging Face stores strategies and hub options as enums)."""
+    return getattr(value, "value", value)
+
+
+def carries_value(value: Any, quiet_values: Tuple[Any, ...]) -> bool:
+    """True when `value` asks for something: it is none of the values that mean "nothing asked for"."""
+    value = plain_value(value)
+    if isinstance(value, (list, tuple)):
+        value = [plain_value(item) for item in value]
+    # bool is an int subclass, so `1 == True`; compare types too so fp16=1 is not taken for a default.
+    return not any(type(value) is type(quiet) and value == quiet or value is quiet for quiet in quiet_values)
+
+
+def normalised_name(value: Any) -> str:
+    """`OptimizerNames.ADAMW_TORCH`, "SchedulerType.COSINE" or "Adamw-Torch" as "adamw_torch" / "cosine"."""
+    text = str(getattr(value, "value", value))
+    return text.strip().rsplit(".", 1)[-1].lower().replace("-", "_")
+
+
+# The attribute the loaders set to the max_seq_length a model was loaded for; the trainer reads it back.
+MODEL_MAX_SEQ_LENGTH_ATTRIBUTE = "max_seq_length"
+
+
+def model_context_limit(model: Any) -> Optional[int]:
+    """The longest sequence the model's positions cover, from its config (mlx_lm keeps it on `model.args`)."""
+    limit = getattr(getattr(model, "args", None), "max_position_embeddings", None)
+    return int(limit) if limit else None

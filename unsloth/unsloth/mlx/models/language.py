@@ -25,12 +25,18 @@ from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
 from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, FULL_TARGETS, apply_lora, lora_settings, trainable_parameter_counts
 
-from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, model_context_limit, normalised_name
 from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
 from .fast_inference import attach_fast_inference
 from .merged import save_pretrained_merged
 from .main_rank import write_on_main_rank_only
-from .keywords import ENTRY_POINT_KEYWORD, check_load_keywords, check_peft_keywords
+from .keywords import (
+    ENTRY_POINT_KEYWORD,
+    MODEL_MAX_SEQ_LENGTH_ATTRIBUTE,
+    check_load_keywords,
+    check_peft_keywords,
+    model_context_limit,
+    normalised_name,
+)
 from .methods import attach_methods, rebind_tokenizer
 from .quantize import model_quantization, quantize_model, requested_bits
 

@@ -19,7 +19,7 @@ import mlx.core as mx
 from unsloth_zoo.mlx.checkpoint import save_model_files
 
 from ..gguf.export import merged_weights, model_config
-from ..training.arguments import normalised_name
+from .keywords import normalised_name
 from .quantize import dequantized_copy
 
 SAVE_METHODS = ("merged_16bit", "merged_32bit", "merged_4bit", "mxfp4", "lora")

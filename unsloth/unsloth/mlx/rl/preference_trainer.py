@@ -22,12 +22,8 @@ from unsloth_zoo.mlx.chunked_loss import TokenScores, token_scores
 from unsloth_zoo.mlx.data import TokenizedRows, epoch_batches
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
-from ..training.arguments import (
-    MODEL_MAX_SEQ_LENGTH_ATTRIBUTE,
-    is_training_arguments,
-    model_context_limit,
-    read_trainer_call,
-)
+from ..models.keywords import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, model_context_limit
+from ..training.arguments import is_training_arguments, read_trainer_call
 from ..training.quantized_training import refuse_quantized_base_without_lora
 from ..training.train_data import cuda_epoch_order, settle_order
 from ..training.trainer import _progress_callbacks

@@ -21,6 +21,8 @@ from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple
 from unsloth_zoo.mlx.config import DATASET_ORDERS, MLXTrainingConfig
 from unsloth_zoo.mlx.optim import SCHEDULES
 
+from ..models.keywords import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, carries_value, normalised_name, plain_value
+
 logger = logging.getLogger(__name__)
 
 # Older or TRL spellings of a backend field; when both spellings are given the backend's name wins.
@@ -231,30 +233,9 @@ TORCH_ORDER = "torch_randperm"
 TRAINER_SOURCE = "trainer"
 SUPPORTED_DATASET_KWARGS = frozenset({"skip_prepare_dataset"})
 FALLBACK_MAX_SEQ_LENGTH = 1024
-MODEL_MAX_SEQ_LENGTH_ATTRIBUTE = "max_seq_length"
 
 
 # ---- spellings -------------------------------------------------------------------------------------------------
-
-
-def plain_value(value: Any) -> Any:
-    """An enum member as its value (Hugging Face stores strategies and hub options as enums)."""
-    return getattr(value, "value", value)
-
-
-def carries_value(value: Any, quiet_values: Tuple[Any, ...]) -> bool:
-    """True when `value` asks for something: it is none of the values that mean "nothing asked for"."""
-    value = plain_value(value)
-    if isinstance(value, (list, tuple)):
-        value = [plain_value(item) for item in value]
-    # bool is an int subclass, so `1 == True`; compare types too so fp16=1 is not taken for a default.
-    return not any(type(value) is type(quiet) and value == quiet or value is quiet for quiet in quiet_values)
-
-
-def normalised_name(value: Any) -> str:
-    """`OptimizerNames.ADAMW_TORCH`, "SchedulerType.COSINE" or "Adamw-Torch" as "adamw_torch" / "cosine"."""
-    text = str(getattr(value, "value", value))
-    return text.strip().rsplit(".", 1)[-1].lower().replace("-", "_")
 
 
 def mlx_optimizer(value: Any) -> str:
@@ -666,12 +647,6 @@ def attribute_keywords(args: Any) -> Dict[str, Any]:
             f"object whose attributes are training arguments, got {type(args).__name__}"
         )
     return keywords
-
-
-def model_context_limit(model: Any) -> Optional[int]:
-    """The longest sequence the model's positions cover, from its config (mlx_lm keeps it on `model.args`)."""
-    limit = getattr(getattr(model, "args", None), "max_position_embeddings", None)
-    return int(limit) if limit else None
 
 
 def _length(value: Any) -> Optional[int]:
