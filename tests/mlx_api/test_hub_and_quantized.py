@@ -202,3 +202,43 @@ def test_a_quantized_model_saved_whole_loads_back_quantized(load_public, tmp_pat
     reloaded, _ = FastLanguageModel.from_pretrained(str(tmp_path / "whole"))
     assert type(reloaded.layers[0].mlp.down_proj).__name__ == "QuantizedLinear"
     np.testing.assert_array_equal(_logits(reloaded, tokenizer), _logits(model, tokenizer))
+
+
+def test_load_in_4bit_quantizes_moe_experts_and_lora_on_them_trains(tmp_path: Path) -> None:
+    """The experts are most of a MoE's weights: load_in_4bit makes them QuantizedSwitchLinear, as mlx_lm's quantize
+    does, and LoRA on them (gate_up_proj, down_proj) lowers the loss; the merged save holds them in float again."""
+    import mlx.core as mx
+    from mlx_lm.models.switch_layers import QuantizedSwitchLinear
+    from mlx_lm.tuner.lora import LoRASwitchLinear
+
+    from tools.kits.tiny_moe_models import write_moe_model
+    from unsloth import FastLanguageModel, UnslothTrainer, UnslothTrainingArguments
+
+    # Expert widths of 64, the group size, so every expert matrix can be quantized.
+    folder = write_moe_model(tmp_path / "moe", "qwen3_moe", moe_intermediate_size=64)
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder), max_seq_length=64, load_in_4bit=True)
+    experts = model.layers[0].mlp.switch_mlp
+    assert all(isinstance(experts[name], QuantizedSwitchLinear) for name in ("gate_proj", "up_proj", "down_proj"))
+    assert experts.up_proj.bits == 4
+    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, target_modules=["gate_up_proj", "down_proj"])
+    experts = model.layers[0].mlp.switch_mlp
+    assert isinstance(experts.up_proj, LoRASwitchLinear) and isinstance(experts.up_proj.linear, QuantizedSwitchLinear)
+    rows = [{"text": f"The kettle number {n % 4} boils water for tea."} for n in range(16)]
+    arguments = UnslothTrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        max_steps=12,
+        warmup_steps=0,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        max_seq_length=32,
+    )
+    trainer = UnslothTrainer(model=model, tokenizer=tokenizer, train_dataset=rows, args=arguments)
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert losses[-1] < 0.7 * losses[0], losses
+    merged = model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_16bit")
+    weights = mx.load(str(merged / "model.safetensors"))
+    name = "model.layers.0.mlp.switch_mlp.up_proj.weight"
+    assert name in weights and weights[name].shape == (4, 64, 64), sorted(weights)[:8]

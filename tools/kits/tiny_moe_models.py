@@ -320,3 +320,10 @@ def build_moe_model(family: str, seed: int = 0) -> Any:
     model = module.Model(module.ModelArgs.from_dict(moe_config(family)))
     mx.eval(model.parameters())
     return model
+
+
+def write_moe_model(folder: Any, family: str, seed: int = 0, **overrides: Any) -> Path:
+    """A loadable folder (config, random weights, tokenizer) of `family`'s tiny config with `overrides` applied."""
+    from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
+
+    return build_tiny_hybrid_model(folder, family, seed=seed, config={**moe_config(family), **overrides})

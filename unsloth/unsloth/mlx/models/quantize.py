@@ -2,8 +2,8 @@
 # Copyright 2026 the unsloth authors.
 """`load_in_4bit` / `load_in_8bit` on MLX: affine quantization of the base with `mlx.nn.quantize`, and its undoing.
 
-Linears and the embedding whose input width is a multiple of the group size are quantized (QLoRA puts LoRA on
-top of them); exports that need plain weights (merged safetensors, GGUF) work on a dequantized copy, so the
+Every layer mlx can quantize (linears, the embedding, mlx_lm's SwitchLinear expert stacks) whose input width is a
+multiple of the group size is quantized, as mlx_lm's own quantize picks them (QLoRA puts LoRA on top); exports that need plain weights (merged safetensors, GGUF) work on a dequantized copy, so the
 model being trained is never changed by saving it.
 """
 
@@ -45,7 +45,13 @@ def requested_bits(load_in_4bit: Any, load_in_8bit: Any) -> Optional[int]:
 
 def _quantizable(path: str, module: Any) -> bool:
     weight = getattr(module, "weight", None)
-    return isinstance(module, (nn.Linear, nn.Embedding)) and weight is not None and weight.shape[-1] % GROUP_SIZE == 0
+    return hasattr(module, "to_quantized") and weight is not None and weight.shape[-1] % GROUP_SIZE == 0
+
+
+def _quantized_kinds() -> tuple:
+    from mlx_lm.models.switch_layers import QuantizedSwitchLinear
+
+    return (nn.QuantizedLinear, nn.QuantizedEmbedding, QuantizedSwitchLinear)
 
 
 def quantize_model(model: Any, bits: int) -> Any:
@@ -65,8 +71,17 @@ def model_quantization(model: Any) -> Optional[Quantization]:
 
 
 def dense_layer(module: Any) -> Any:
-    """The float layer a quantized linear or embedding computes with."""
+    """The float layer a quantized linear, embedding or expert stack computes with."""
+    from mlx_lm.models.switch_layers import QuantizedSwitchLinear, SwitchLinear
+
     weight = mx.dequantize(module.weight, module.scales, module.biases, module.group_size, module.bits)
+    if isinstance(module, QuantizedSwitchLinear):
+        experts, out_features, in_features = weight.shape
+        stack = SwitchLinear(in_features, out_features, experts, bias="bias" in module)
+        stack.weight = weight
+        if "bias" in module:
+            stack.bias = module.bias
+        return stack
     if isinstance(module, nn.QuantizedEmbedding):
         dense = nn.Embedding(*weight.shape)
         dense.weight = weight
@@ -85,18 +100,12 @@ def dequantized_copy(model: Any) -> Any:
 
     A model that was never quantized is returned as it is: there is nothing to undo and nothing to copy.
     """
-    quantized = [
-        (path, module)
-        for path, module in model.named_modules()
-        if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding))
-    ]
-    if not quantized:
+    kinds = _quantized_kinds()
+    if not any(isinstance(module, kinds) for _, module in model.named_modules()):
         return model
     duplicate = copy.deepcopy(model)
     replacements = [
-        (path, dense_layer(module))
-        for path, module in duplicate.named_modules()
-        if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding))
+        (path, dense_layer(module)) for path, module in duplicate.named_modules() if isinstance(module, kinds)
     ]
     duplicate.update_modules(tree_unflatten(replacements))
     setattr(duplicate, QUANTIZATION_ATTRIBUTE, None)
