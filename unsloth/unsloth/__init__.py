@@ -65,7 +65,7 @@ _MLX_EXPORTS = {
     "standardize_sharegpt": "unsloth.chat_templates",
     "standardize_data_formats": "unsloth.chat_templates",
     "apply_chat_template": "unsloth.chat_templates",
-    "is_bf16_supported": "unsloth.mlx.models.aliases",
+    "is_bf16_supported": "unsloth.mlx.compat.memory",
     **{_name: "unsloth.mlx" for _name in _FAMILY_ENTRY_POINTS},
 }
 # Pure-Python helpers the RL notebooks import, the same on every backend.

@@ -140,6 +140,10 @@ def is_bfloat16_supported() -> bool:
     return True
 
 
+# The older spelling of `is_bfloat16_supported`, imported by many notebooks.
+is_bf16_supported = is_bfloat16_supported
+
+
 def current_device() -> int:
     """The one MLX device, as CUDA ordinal 0."""
     return 0

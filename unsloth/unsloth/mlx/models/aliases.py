@@ -9,7 +9,6 @@ as upstream).
 
 from __future__ import annotations
 
-from ..compat.memory import is_bfloat16_supported
 from .fast_model import FastModel
 from .language import FastLanguageModel
 
@@ -24,5 +23,3 @@ FastCohereModel = FastLanguageModel
 FastGraniteModel = FastLanguageModel
 FastFalconH1Model = FastLanguageModel
 FastTextModel = FastModel
-# The older spelling of `is_bfloat16_supported`, imported by many notebooks.
-is_bf16_supported = is_bfloat16_supported
