@@ -108,3 +108,49 @@ def test_reduced_shape_keeps_head_size_and_refuses_a_divisor_that_splits_heads()
     assert reduced["num_hidden_layers"] == 2 and QWEN2_5_0_5B["num_hidden_layers"] == 24
     with pytest.raises(ValueError, match="does not divide this shape's 14 attention heads"):
         reduced_config(QWEN2_5_0_5B, layers=2, width_divisor=4)
+
+
+def _cell(bits, length, checkpointing, ours_peak, mlx_lm_peak):
+    runs = {
+        "mlx_lm train": {"step_seconds": [2.0], "peak_bytes": mlx_lm_peak * 2**20, "start_bytes": 10 * 2**20},
+        "unsloth SFTTrainer": {"step_seconds": [1.0], "peak_bytes": ours_peak * 2**20, "start_bytes": 10 * 2**20},
+    }
+    described = "Llama-3.2-1B, 2 of 16 layers"
+    settings = {"shape": "Llama-3.2-1B", "described": described, "bits": bits, "length": length}
+    return {
+        **settings,
+        "checkpointing": checkpointing,
+        "positions_per_step": length - 1,
+        "step_flops": 1e9,
+        "runs": runs,
+    }
+
+
+def test_tables_flag_a_checkpointing_run_that_saves_nothing_and_skip_lengths_not_measured():
+    from tools.bench_mlx_shapes import format_shapes_table
+
+    cells = [
+        _cell(16, 512, False, ours_peak=110, mlx_lm_peak=120),
+        _cell(16, 512, True, ours_peak=60, mlx_lm_peak=70),
+        _cell(16, 2048, False, ours_peak=410, mlx_lm_peak=500),
+        _cell(16, 2048, True, ours_peak=405, mlx_lm_peak=200),
+        _cell(4, 512, False, ours_peak=50, mlx_lm_peak=50),
+        _cell(4, 512, True, ours_peak=30, mlx_lm_peak=30),
+    ]
+    result = {"batch": 1, "lora_rank": 8, "warmup": 1, "steps": 1, "cells": cells}
+    result |= {"load_average": {"before": [1.0], "after": [2.0]}, "peak_matmul_flops": {"float32 1x1x1": 1e10}}
+    _, table, growth, goals = [block.splitlines() for block in format_shapes_table(result).split("\n\n")]
+
+    switches = [row.split("|")[4].strip() for row in table[2:] if "unsloth" in row]
+    # 512 tokens: 50 of 100 MB added, saved; 2,048: 395 of 400 MB added, under a tenth saved.
+    assert switches == ["off", "on", "off", "on (saved under 10%)", "off", "on"]
+    # Ours takes 1 s a step against mlx_lm's 2, so 1e9 FLOP/s: a tenth of the 1e10 peak; 405 MB against 200.
+    assert "| 2,048 | on (saved under 10%) | unsloth SFTTrainer | 2,047.0 | 2.00x | 405 | 2.02x | 10% |" in table[9]
+    # The 4-bit base has no 2,048-token cells, so no growth rows and no goal line of its own.
+    assert [row.split("|")[2].strip() for row in growth[2:]] == ["bf16"] * 4
+    assert goals[0] == "- checkpointing off: tokens/s at least mlx_lm's in 3 of 3 cells"
+    assert goals[3] == "- checkpointing on: peak memory at most mlx_lm's in 2 of 3 cells"
+    assert goals[4:] == [
+        "- unsloth SFTTrainer, Llama-3.2-1B bf16: 512 to 2,048 tokens adds 345 MB with checkpointing, 300 MB without",
+        "- mlx_lm train, Llama-3.2-1B bf16: 512 to 2,048 tokens adds 130 MB with checkpointing, 380 MB without",
+    ]
