@@ -9,16 +9,12 @@ tensor as llama.cpp's quantizer writes them from a float32 file (`gguf_file_type
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Dict
 
 import mlx.core as mx
 import numpy as np
-from mlx.utils import tree_flatten
-
-from unsloth_zoo.mlx.checkpoint import source_config
 
 from .convert import family_for, gguf_tensors, write_gguf
 from .families import unwrap_text_model
@@ -32,6 +28,7 @@ from .file_types import (
 from .kquants.writer import write_mix
 from .ollama import FILE_LOCATION, MODELFILE_NAME, build_modelfile
 from .tokenizer import tokenizer_keys
+from ..models.merged import merged_weights, model_config
 from ..models.quantize import dequantized_copy
 
 # CUDA Unsloth's default for save_pretrained_gguf (q8_0).
@@ -39,36 +36,6 @@ DEFAULT_QUANTIZATION_METHOD = "fast_quantized"
 # "not_quantized" keeps the model's own float type.
 _OWN_DTYPE_METHODS = {mx.float32: "f32", mx.float16: "f16", mx.bfloat16: "bf16"}
 __all__ = ["DEFAULT_QUANTIZATION_METHOD", "available_methods", "merged_weights", "model_config", "save_pretrained_gguf"]
-
-
-def merged_weights(model: Any) -> Dict[str, mx.array]:
-    """Every weight under its Hugging Face name, with each LoRA layer folded into its linear; the model is untouched."""
-    weights = dict(tree_flatten(model.parameters()))
-    for name, module in model.named_modules():
-        if not hasattr(module, "fuse") or not hasattr(module, "lora_a"):
-            continue
-        prefix = f"{name}."
-        for key in [key for key in weights if key.startswith(prefix)]:
-            del weights[key]
-        for key, value in tree_flatten(module.fuse(dequantize=True).parameters()):
-            weights[prefix + key] = value
-    quantized = sorted(key for key in weights if key.endswith(".scales"))
-    if quantized:
-        raise NotImplementedError(
-            f"GGUF export of a quantized MLX model is not supported (quantized tensors: {quantized[:3]} ...)"
-        )
-    return weights
-
-
-def model_config(model: Any) -> Dict[str, Any]:
-    """The Hugging Face config.json the model was loaded from, else its mlx_lm arguments."""
-    config = source_config(model)  # with the RoPE scaling a longer max_seq_length added
-    if config is not None:
-        return config
-    args = getattr(model, "args", None)
-    if args is not None and dataclasses.is_dataclass(args) and not isinstance(args, type):
-        return dataclasses.asdict(args)
-    raise ValueError("cannot tell the model's configuration: it was not loaded from a folder and has no mlx_lm args")
 
 
 def _gguf_package_missing() -> bool:

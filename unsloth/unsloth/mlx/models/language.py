@@ -23,11 +23,18 @@ from mlx.utils import tree_flatten
 from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
-from unsloth_zoo.mlx.lora import DEFAULT_TARGETS, FULL_TARGETS, apply_lora, lora_settings, trainable_parameter_counts
+from unsloth_zoo.mlx.lora import (
+    DEFAULT_TARGETS,
+    FULL_FINETUNING_ATTRIBUTE,
+    FULL_TARGETS,
+    apply_lora,
+    lora_settings,
+    trainable_parameter_counts,
+)
 
-from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, model_config, save_pretrained_gguf
+from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, save_pretrained_gguf
 from .fast_inference import attach_fast_inference
-from .merged import save_pretrained_merged
+from .merged import model_config, save_pretrained_merged
 from .main_rank import write_on_main_rank_only
 from .keywords import (
     ENTRY_POINT_KEYWORD,
@@ -223,6 +230,7 @@ class FastLanguageModel:
         if bits is not None:
             quantize_model(model, bits)
         setattr(model, BASE_MODEL_ATTRIBUTE, str(model_name))
+        setattr(model, FULL_FINETUNING_ATTRIBUTE, bool(full_finetuning))
         setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))
         model.save_pretrained = MethodType(_save_pretrained, model)
         model.save_pretrained_gguf = MethodType(_save_pretrained_gguf, model)

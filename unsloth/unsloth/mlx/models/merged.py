@@ -10,15 +10,16 @@ mlx_lm and transformers both load; the model in memory is left as it was, still 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Dict
 
 import mlx.core as mx
+from mlx.utils import tree_flatten
 
-from unsloth_zoo.mlx.checkpoint import save_model_files
+from unsloth_zoo.mlx.checkpoint import save_model_files, source_config
 
-from ..gguf.export import merged_weights, model_config
 from .keywords import normalised_name
 from .quantize import dequantized_copy
 
@@ -34,6 +35,36 @@ FOUR_BIT_NOTE = (
 _QUANTIZATION_KEYS = ("quantization", "quantization_config")
 # Keywords CUDA notebooks pass that change nothing about the files written here.
 _INERT = {"maximum_memory_usage", "safe_serialization", "max_shard_size", "temporary_location", "push_to_hub"}
+
+
+def merged_weights(model: Any) -> Dict[str, mx.array]:
+    """Every weight under its Hugging Face name, with each LoRA layer folded into its linear; the model is untouched."""
+    weights = dict(tree_flatten(model.parameters()))
+    for name, module in model.named_modules():
+        if not hasattr(module, "fuse") or not hasattr(module, "lora_a"):
+            continue
+        prefix = f"{name}."
+        for key in [key for key in weights if key.startswith(prefix)]:
+            del weights[key]
+        for key, value in tree_flatten(module.fuse(dequantize=True).parameters()):
+            weights[prefix + key] = value
+    quantized = sorted(key for key in weights if key.endswith(".scales"))
+    if quantized:
+        raise NotImplementedError(
+            f"GGUF export of a quantized MLX model is not supported (quantized tensors: {quantized[:3]} ...)"
+        )
+    return weights
+
+
+def model_config(model: Any) -> Dict[str, Any]:
+    """The Hugging Face config.json the model was loaded from, else its mlx_lm arguments."""
+    config = source_config(model)  # with the RoPE scaling a longer max_seq_length added
+    if config is not None:
+        return config
+    args = getattr(model, "args", None)
+    if args is not None and dataclasses.is_dataclass(args) and not isinstance(args, type):
+        return dataclasses.asdict(args)
+    raise ValueError("cannot tell the model's configuration: it was not loaded from a folder and has no mlx_lm args")
 
 
 def _sixteen_bit(array: mx.array) -> mx.array:
