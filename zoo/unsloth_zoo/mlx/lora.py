@@ -52,6 +52,8 @@ DENSE_PARTS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 SWITCH_PARTS = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "fc1": "up", "fc2": "down"}
 # A plain attribute, not an mlx container, so the settings never show up among the model's parameters.
 SETTINGS_ATTRIBUTE = "unsloth_lora_settings"
+# Set on a model whose loader was told a full fine-tune is meant, so training it without LoRA raises no warning.
+FULL_FINETUNING_ATTRIBUTE = "unsloth_full_finetuning"
 # How mlx_lm's family modules declare a linear, so the projection names of every family are read, not listed here.
 _LINEAR_DECLARATION = re.compile(r"self\.(\w+)\s*=\s*(?:nn\.)?(?:Linear|QuantizedLinear|SwitchLinear)\(")
 
@@ -300,6 +302,23 @@ def apply_lora(
 
 def lora_settings(model: Any) -> Optional[LoraSettings]:
     return getattr(model, SETTINGS_ATTRIBUTE, None)
+
+
+def warn_if_training_without_lora(model: Any, trainer: str = "SFTTrainer") -> None:
+    """One warning when a model without LoRA adapters is about to be trained whole and nobody asked for that (a
+    refused get_peft_model left the base as it was)."""
+    from mlx.utils import tree_flatten
+
+    if lora_settings(model) is not None or getattr(model, FULL_FINETUNING_ATTRIBUTE, False):
+        return
+    trainable = sum(array.size for _, array in tree_flatten(model.trainable_parameters()))
+    logger.warning(
+        "%s: this model has no LoRA adapters, so all %s of its trainable parameters will be trained (a full "
+        "fine-tune); call get_peft_model(model, ...) first for LoRA, or load it with full_finetuning=True to say a "
+        "full fine-tune is meant",
+        trainer,
+        f"{trainable:,}",
+    )
 
 
 def _own_size(module: Any) -> int:

@@ -17,6 +17,7 @@ import mlx.nn as nn
 import numpy as np
 
 from unsloth_zoo.mlx.data import epoch_batches
+from unsloth_zoo.mlx.lora import warn_if_training_without_lora
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
 from .arguments import read_trainer_call
@@ -63,6 +64,7 @@ class UnslothTrainer(MLXTrainer):
 
     def __init__(self, model: Any, *args: Any, **kwargs: Any) -> None:
         refuse_quantized_base_without_lora(model)
+        warn_if_training_without_lora(model)
         call = read_trainer_call(model, args, kwargs)
         config = call.config
         # A kept TRL keyword (arguments.KEPT_KEYWORDS), set by name rather than declared as a field.

@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence, Tuple
 import mlx.core as mx
 
 from unsloth_zoo.mlx.loading import resolve_model_folder
+from unsloth_zoo.mlx.lora import FULL_FINETUNING_ATTRIBUTE
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 
 from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE
@@ -95,6 +96,7 @@ class FastVisionModel:
         if bits is not None:
             _quantize_language(model, bits)
         setattr(model, BASE_MODEL_ATTRIBUTE, str(model_name))
+        setattr(model, FULL_FINETUNING_ATTRIBUTE, bool(full_finetuning))
         setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, int(max_seq_length or DEFAULT_MAX_SEQ_LENGTH))
         setattr(model, SOURCE_FOLDER_ATTRIBUTE, str(folder))
         model.save_pretrained = MethodType(_save_pretrained, model)
