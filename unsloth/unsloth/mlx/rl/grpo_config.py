@@ -6,6 +6,7 @@ The published GRPO notebooks pass trl 0.22's keywords (`max_prompt_length`, `vll
 each is kept. TRL's batch rule holds: the completions of one generation batch (`per_device_train_batch_size` times
 `steps_per_generation`, by default the accumulation steps) split into whole groups of `num_generations`. A batch
 size of 1 that does not is raised to `num_generations`, as CUDA Unsloth does for the notebooks; any other is refused.
+Each generation batch is trained on `num_iterations` times; its micro-batches must fill whole optimizer steps.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class GRPOConfig(RLTrainingArguments):
         "reward_weights": None,
         "mask_truncated_completions": False,
         "steps_per_generation": None,
+        "num_iterations": 1,
         "generation_batch_size": None,
         "vllm_sampling_params": None,
         "generation_kwargs": None,
@@ -67,7 +69,6 @@ class GRPOConfig(RLTrainingArguments):
         "unsloth_num_chunks": -1,
     }
     ACCEPTED_AT_DEFAULT: Dict[str, Tuple[Any, ...]] = {
-        "num_iterations": (1,),
         "multi_objective_aggregation": ("sum_then_normalize",),
         "top_entropy_quantile": (1.0, 1),
         "sync_ref_model": (False,),
@@ -120,10 +121,14 @@ class GRPOConfig(RLTrainingArguments):
                 )
             self.steps_per_generation = self.generation_batch_size // batch
         steps = self.steps_per_generation or self.gradient_accumulation_steps
-        if steps != self.gradient_accumulation_steps:
+        iterations = self.num_iterations
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ValueError(f"num_iterations must be a positive integer, got {iterations!r}")
+        if (steps * iterations) % self.gradient_accumulation_steps:
             raise NotImplementedError(
-                f"steps_per_generation={steps} differs from gradient_accumulation_steps="
-                f"{self.gradient_accumulation_steps}: on MLX each optimizer step samples its own completions"
+                f"steps_per_generation={steps} x num_iterations={iterations} micro-batches per generation batch do "
+                f"not fill whole optimizer steps of gradient_accumulation_steps={self.gradient_accumulation_steps}: "
+                "on MLX an optimizer step never spans two generation batches"
             )
         if (batch * steps) % self.num_generations and batch == 1:
             logger.warning(
