@@ -186,6 +186,7 @@ _EXPERTS = {"num_experts": 4, "num_experts_per_tok": 2}
 # Families the name map and the common keys reach with no code of their own: checked untrained, f16 only.
 GENERIC_FAMILIES = {
     "gemma": lambda: _generic("gemma", "GemmaForCausalLM", head_dim=64),
+    "ernie4_5": ernie4_5_config,
     "mixtral": lambda: _generic("mixtral", "MixtralForCausalLM", num_local_experts=4, num_experts_per_tok=2),
     "seed_oss": lambda: _generic("seed_oss", "SeedOssForCausalLM", head_dim=64, attention_bias=True),
     "olmoe": lambda: _generic("olmoe", "OlmoeForCausalLM", **_EXPERTS, norm_topk_prob=False, num_key_value_heads=4),
@@ -268,7 +269,6 @@ GGUF_FAMILIES = {
 _DENSE_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # The families of published notebooks, added by issue 39: tested in their own llama.cpp file.
 NOTEBOOK_FAMILIES = {
-    "ernie4_5": (ernie4_5_config, _DENSE_TARGETS),
     "ernie4_5_moe": (ernie4_5_moe_config, _DENSE_TARGETS),
     "mistral3": (mistral3_config, _DENSE_TARGETS),
     "lfm2_moe": (lfm2_moe_config, ("q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3")),
