@@ -59,6 +59,20 @@ def test_num_iterations_reuses_each_generation_batch_for_that_many_steps(load_pu
     assert all(np.isfinite(entry["loss"]) and "entropy" in entry for entry in logs)
 
 
+def test_a_reused_generation_batch_takes_its_ratio_against_the_sampling_policy(load_public, tmp_path) -> None:
+    # Unseeded sampling at a constant rate from step 1, so the group's completions differ and the first step moves.
+    schedule = {"warmup_ratio": 0.0, "warmup_steps": 0, "lr_scheduler_type": "constant", "learning_rate": 0.01}
+    rewards = [counting_reward([])]
+    trainer = build(
+        load_public, tmp_path, rewards, num_iterations=2, max_steps=2, vllm_sampling_params=None, **schedule
+    )
+    trainer.train()
+    first, second = train_logs(trainer)
+    # The first pass is on-policy (ratio 1); after the first step the second pass's ratios leave the clip range.
+    assert first["clip_ratio/region_mean"] == 0.0
+    assert second["clip_ratio/region_mean"] > 0.0
+
+
 def test_steps_per_generation_spreads_one_generation_batch_over_several_steps(load_public, tmp_path: Path) -> None:
     calls: List[List[List[int]]] = []
     trainer = build(load_public, tmp_path, [counting_reward(calls)], steps_per_generation=2, max_steps=2)
