@@ -12,7 +12,13 @@ from typing import Any, Dict
 import numpy as np
 import pytest
 
-from unsloth.mlx.vision.backend import ONE_ROW_PER_BATCH, REFUSED, trainable_families, vision_families
+from unsloth.mlx.vision.backend import (
+    IMAGES_PER_BATCH,
+    ONE_ROW_PER_BATCH,
+    REFUSED,
+    trainable_families,
+    vision_families,
+)
 
 # Gemma 4's processor builds its audio feature extractor with 128 mel filters over a 512-point FFT, as the real
 # checkpoints do, and transformers warns that some filters are empty.
@@ -114,6 +120,14 @@ def _hand_written_loss(model: Any, processor: Any, family: str, rows: list) -> f
     return total / count
 
 
+def rows_per_batch(family: str, rows: int) -> int:
+    """The largest batch of one-image rows the family's tower keeps right, at most `rows`, dividing `rows`."""
+    if family in ONE_ROW_PER_BATCH:
+        return 1
+    largest = min(rows, IMAGES_PER_BATCH.get(family, (rows, ""))[0])
+    return max(size for size in range(1, largest + 1) if rows % size == 0)
+
+
 @pytest.fixture(scope="module")
 def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     from tools.kits.tiny_vlm_model import BUILDERS
@@ -142,8 +156,8 @@ def test_the_trainers_loss_is_mlx_vlms_own_forward_and_training_answers_after_re
         train_dataset=rows,
         args=SFTConfig(
             # A family that reads one row per batch takes the same rows as one accumulated step.
-            per_device_train_batch_size=1 if family in ONE_ROW_PER_BATCH else len(rows),
-            gradient_accumulation_steps=len(rows) if family in ONE_ROW_PER_BATCH else 1,
+            per_device_train_batch_size=rows_per_batch(family, len(rows)),
+            gradient_accumulation_steps=len(rows) // rows_per_batch(family, len(rows)),
             max_steps=8,
             learning_rate=5e-3,
             warmup_steps=0,
@@ -172,6 +186,35 @@ def test_the_trainers_loss_is_mlx_vlms_own_forward_and_training_answers_after_re
     output = reloaded.generate(**inputs, max_new_tokens=6)
     assert output.shape[1] > inputs["input_ids"].shape[1]
     assert processor.decode(output[0, inputs["input_ids"].shape[1] :].tolist(), skip_special_tokens=True).strip()
+
+
+@pytest.mark.parametrize("family", sorted(set(IMAGES_PER_BATCH) & set(trainable_families())))
+def test_a_family_whose_tower_keeps_few_images_apart_refuses_more_by_name(family, family_dirs, tmp_path) -> None:
+    from trl import SFTConfig, SFTTrainer
+
+    from unsloth import FastVisionModel
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    limit = IMAGES_PER_BATCH[family][0]
+    model, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    trainer = SFTTrainer(
+        model=model,
+        tokenizer=processor,
+        data_collator=UnslothVisionDataCollator(model, processor),
+        train_dataset=[conversation(family, colour) for colour in list(COLOURS)[: limit + 1]],
+        args=SFTConfig(
+            per_device_train_batch_size=limit + 1,
+            max_steps=1,
+            output_dir=str(tmp_path / "out"),
+            report_to="none",
+            save_strategy="no",
+            remove_unused_columns=False,
+            dataset_text_field="",
+            dataset_kwargs={"skip_prepare_dataset": True},
+        ),
+    )
+    with pytest.raises(NotImplementedError, match=f"at most {limit} images per batch .this one has {limit + 1}."):
+        trainer.train()
 
 
 @pytest.mark.parametrize("family", sorted(set(ONE_ROW_PER_BATCH) & set(trainable_families())))

@@ -1,7 +1,7 @@
 """Build tiny random-weight vision-language model folders that `mlx-vlm` loads offline, with their processors.
 
-Each builder in `BUILDERS` (Qwen 2, 2.5 and 3 VL, Gemma 3, Pixtral as the Hub ships it) writes a config, safetensors made from mlx-vlm's own
-model classes, a byte-level BPE trained on the shared corpus with each family's special tokens, a chat template
+Each builder in `BUILDERS` writes a config, safetensors made from mlx-vlm's own model classes, a byte-level BPE
+(ERNIE 4.5 VL: a SentencePiece BPE) trained on the shared corpus with each family's special tokens, a chat template
 written here, and the image processor's settings, so vision tests never need a model hub.
 """
 
@@ -727,6 +727,133 @@ def build_tiny_paddleocr_vl(folder: str | Path, *, seed: int = 0, vocab_size: in
     return folder
 
 
+# ERNIE 4.5 VL's markers: its processor swaps each `<|image@placeholder|>` between the image bounds for one
+# `<|IMAGE_PLACEHOLDER|>` per merged patch; its tokenizer is SentencePiece, so they are user-defined pieces there.
+ERNIE_SPECIAL = [
+    "<|begin_of_sentence|>",
+    "<|end_of_sentence|>",
+    "<|IMAGE_START|>",
+    "<|IMAGE_END|>",
+    "<|IMAGE_PLACEHOLDER|>",
+    "<|image@placeholder|>",
+    "<|VIDEO_START|>",
+    "<|VIDEO_END|>",
+    "<mask:1>",
+    "<mask:7>",
+]
+ERNIE_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ 'User: ' if message['role'] == 'user' else 'Assistant: ' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}<|IMAGE_START|><|image@placeholder|><|IMAGE_END|>"
+    "{%- elif part['type'] == 'text' %}{{ part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}<|end_of_sentence|>\n"
+    "{% endfor %}"
+    "{%- if add_generation_prompt %}Assistant: {% endif %}"
+)
+
+
+def _write_sentencepiece(folder: Path, vocab_size: int, special: List[str], template: str) -> Dict[str, int]:
+    """A SentencePiece BPE trained on the shared corpus with `special` as whole pieces; each special piece's id."""
+    import io
+
+    import sentencepiece as spm
+
+    from tools.kits.tokenizer_kit import read_corpus_texts
+
+    lines = [line for text in read_corpus_texts() for line in text.splitlines() if line.strip()]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        model_type="bpe",
+        vocab_size=vocab_size,
+        user_defined_symbols=special,
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        pad_piece="<pad>",
+        unk_piece="<unk>",
+        bos_piece="<s>",
+        eos_piece="</s>",
+        hard_vocab_limit=False,
+        character_coverage=1.0,
+        minloglevel=2,
+    )
+    (folder / "tokenizer.model").write_bytes(model.getvalue())
+    _write_json(
+        folder / "tokenizer_config.json",
+        {"tokenizer_class": "Ernie4_5_VLTokenizer", "chat_template": template, "model_max_length": 1024},
+    )
+    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    return {piece: processor.piece_to_id(piece) for piece in [*special, "</s>", "<unk>"]} | {
+        "__size__": processor.get_piece_size()
+    }
+
+
+def build_tiny_ernie4_5_moe_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny ERNIE 4.5 VL: a text model with one dense and one mixture-of-experts layer, a DFN-RoPE tower
+    with 2x2 merging and mlx-vlm's own resampler, and a SentencePiece tokenizer."""
+    from mlx_vlm.models import ernie4_5_moe_vl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = _write_sentencepiece(folder, vocab_size, ERNIE_SPECIAL, ERNIE_TEMPLATE)
+    config = {
+        "model_type": "ernie4_5_moe_vl",
+        "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"],
+        "im_patch_id": ids["<|IMAGE_PLACEHOLDER|>"],
+        "image_token_id": ids["<|IMAGE_PLACEHOLDER|>"],
+        "video_token_id": ids["<|IMAGE_PLACEHOLDER|>"],
+        "image_start_token_id": ids["<|IMAGE_START|>"],
+        "image_end_token_id": ids["<|IMAGE_END|>"],
+        "video_start_token_id": ids["<|VIDEO_START|>"],
+        "video_end_token_id": ids["<|VIDEO_END|>"],
+        "eos_token_id": [ids["</s>"], ids["<|end_of_sentence|>"]],
+        "vocab_size": ids["__size__"],
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 1024,
+        "rope_theta": 10000.0,
+        "use_bias": False,
+        "tie_word_embeddings": False,
+        # Layer 0 dense, layer 1 a mixture of 4 text and 4 vision experts, 2 picked per token.
+        "moe_num_experts": [4, 4],
+        "moe_layer_start_index": [1, 1],
+        "moe_layer_end_index": [1, 1],
+        "moe_intermediate_size": [32, 32],
+        "moe_k": 2,
+        "moe_num_shared_experts": 0,
+        "freq_allocation": 4,
+        "mrope_section": [2, 2, 4],
+        "pixel_hidden_size": 32,
+        "spatial_conv_size": 2,
+        "temporal_conv_size": 2,
+        "torch_dtype": "float32",
+        "vision_config": {
+            "depth": 2,
+            "embed_dim": 32,
+            "hidden_size": 32,
+            "num_heads": 2,
+            "mlp_ratio": 2.0,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "in_channels": 3,
+        },
+    }
+    _write_json(folder / "config.json", config)
+    _write_json(folder / "processor_config.json", {"spatial_conv_size": 2, "temporal_conv_size": 2})
+    _save_weights(folder, _model(ernie4_5_moe_vl, config, seed))
+    return folder
+
+
 # Gemma 4's token ids in the model-only tiny Gemma 4 (it has no tokenizer: its tests feed ids).
 GEMMA4_TOKENS = {"vocab": 300, "image": 290, "boi": 289, "eoi": 291, "audio": 292, "boa": 293, "eoa": 294, "eos": 1}
 GEMMA4_SPECIAL = ["<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>", "<|audio>", "<audio|>", "<|audio|>"]
@@ -845,6 +972,7 @@ BUILDERS = {
     "paddleocr_vl": build_tiny_paddleocr_vl,
     "pixtral": build_tiny_pixtral_as_hub,
     "mistral3": build_tiny_mistral3,
+    "ernie4_5_moe_vl": build_tiny_ernie4_5_moe_vl,
 }
 # The side of the square images each family's tiny processor takes whole, without resizing.
 IMAGE_SIDES = {
@@ -859,6 +987,7 @@ IMAGE_SIDES = {
     "paddleocr_vl": QWEN_IMAGE_SIDE,
     "pixtral": PIXTRAL_IMAGE_SIDE,
     "mistral3": PIXTRAL_IMAGE_SIDE,
+    "ernie4_5_moe_vl": QWEN_IMAGE_SIDE,
 }
 # Each family's end-of-turn marker, as its chat template writes it.
 END_OF_TURN = {
@@ -873,6 +1002,7 @@ END_OF_TURN = {
     "paddleocr_vl": "<|im_end|>",
     "pixtral": "<|eos|>",
     "mistral3": "<|eos|>",
+    "ernie4_5_moe_vl": "<|end_of_sentence|>",
 }
 
 

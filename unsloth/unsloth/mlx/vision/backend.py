@@ -42,7 +42,7 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
     _FIXED_SAM: ("deepseekocr", "deepseekocr_2"),
     _UNCHECKED: (
         "aya_vision", "clef", "cohere_compass", "d1", "d1_omni", "deepseek_v4", "deepseek_v41", "deepseek_vl_v2",
-        "dots_ocr", "ernie4_5_moe_vl", "falcon_ocr", "falcon_perception", "fastvlm",
+        "dots_ocr", "falcon_ocr", "falcon_perception", "fastvlm",
         "florence2", "gemma4_unified", "glm4v", "glm4v_moe", "glm5_next", "glm_ocr", "got",
         "granite4_vision", "granite_vision", "hunyuan_vl", "idefics2", "idefics3", "indic_ocr", "inkling", "internvl",
         "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "llama4", "llava", "llava_bunny", "llava_next",
@@ -58,6 +58,14 @@ REFUSED: Dict[str, str] = {family: reason for reason, group in REFUSED_GROUPS.it
 ONE_ROW_PER_BATCH: Dict[str, str] = {
     "mllama": "mlx-vlm 0.7.10's Llama 3.2 Vision tower keeps only the first image of a batch (it indexes its encoder "
     "output with [0])",
+}
+# Families whose mlx-vlm vision tower is right for at most so many images in one call, with the reason.
+IMAGES_PER_BATCH: Dict[str, Tuple[int, str]] = {
+    "ernie4_5_moe_vl": (
+        3,
+        "mlx-vlm 0.7.10's ERNIE 4.5 VL tower splits a batch's patches into at most three attention blocks, so from "
+        "the fourth image on images attend to each other",
+    ),
 }
 # (config `model_type`, vision `model_type`) of checkpoints as the Hub ships them -> the mlx-vlm module that loads
 # them: Pixtral's config says llava, whose module has no Pixtral tower.
@@ -134,6 +142,19 @@ def _render_as_text_by_default(processor: Any) -> None:
     processor.apply_chat_template = apply_chat_template
 
 
+def save_processor(processor: Any, folder: Path) -> None:
+    """The processor's files in `folder`, without the streaming detokenizer mlx-vlm's loader hangs on it: a
+    SentencePiece one (ERNIE 4.5 VL) cannot be deep-copied, which transformers' save does to every attribute."""
+    if not hasattr(processor, "save_pretrained"):
+        return
+    detokenizer = processor.__dict__.pop("detokenizer", None)
+    try:
+        processor.save_pretrained(str(folder))
+    finally:
+        if detokenizer is not None:
+            processor.detokenizer = detokenizer
+
+
 def model_family(model: Any) -> str:
     """The mlx-vlm module that built the model (a routed config keeps its own `model_type`), else the config's."""
     module = type(model).__module__.split(".")
@@ -182,6 +203,18 @@ def check_batch_rows(model: Any, rows: int) -> None:
         raise NotImplementedError(
             f"training {model_family(model)} on MLX takes one row per batch: {reason}; set "
             "per_device_train_batch_size=1 and raise gradient_accumulation_steps for the same effective batch"
+        )
+
+
+def check_batch_images(model: Any, features: Dict[str, Any]) -> None:
+    """Refuse by name a batch holding more images than the family's tower keeps apart."""
+    limit = IMAGES_PER_BATCH.get(model_family(model))
+    grids = features.get("image_grid_thw")
+    if limit is not None and grids is not None and grids.shape[0] > limit[0]:
+        raise NotImplementedError(
+            f"training {model_family(model)} on MLX takes at most {limit[0]} images per batch (this one has "
+            f"{grids.shape[0]}): {limit[1]}; lower per_device_train_batch_size and raise gradient_accumulation_steps "
+            "for the same effective batch"
         )
 
 

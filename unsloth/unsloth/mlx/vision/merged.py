@@ -14,6 +14,7 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten
 
 from ..models.quantize import dense_layer
+from .backend import save_processor
 from .lora import vision_lora_settings
 
 MERGED_METHODS = ("merged_16bit", "merged_32bit")
@@ -55,6 +56,6 @@ def save_vision_merged(
     for name in SOURCE_FILES:
         if (source / name).is_file():
             shutil.copyfile(source / name, folder / name)
-    if tokenizer is not None and hasattr(tokenizer, "save_pretrained"):
-        tokenizer.save_pretrained(str(folder))
+    if tokenizer is not None:
+        save_processor(tokenizer, folder)
     return folder

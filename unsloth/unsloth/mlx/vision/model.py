@@ -38,7 +38,7 @@ from .lora import (
     save_vision_adapter,
     vision_lora_settings,
 )
-from .backend import load_model_and_processor
+from .backend import load_model_and_processor, save_processor
 
 __all__ = ["FastVisionModel", "UnslothVisionDataCollator"]
 
@@ -57,8 +57,8 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
     """The adapter (with its base and quantization named) and the processor beside it."""
     folder = Path(save_directory)
     save_vision_adapter(model, folder)
-    if tokenizer is not None and hasattr(tokenizer, "save_pretrained"):
-        tokenizer.save_pretrained(str(folder))
+    if tokenizer is not None:
+        save_processor(tokenizer, folder)
 
 
 def _quantize_language(model: Any, bits: int) -> None:

@@ -19,7 +19,7 @@ from unsloth_zoo.mlx.data import TokenizedRows
 
 from ..training.train_data import TrainRows, columns
 from .collator import UnslothVisionDataCollator, pad_tokens, per_token_features
-from .backend import causal_logits, check_batch_rows, check_family, vision_tower
+from .backend import causal_logits, check_batch_images, check_batch_rows, check_family, vision_tower
 
 
 class VisionRows(NamedTuple):
@@ -147,6 +147,7 @@ def vision_step(model: Any, rows: VisionTrainRows) -> Any:
         check_batch_rows(model, tokens.shape[0])
         weights = mx.array(rows.take_read_masks(tokens.shape[1]))
         features = rows.read_features(tokens.shape[1])
+        check_batch_images(model, features)
         (loss, count), grads = loss_and_grad(model, tokens, lengths, weights, features, rows.token_features)
         return loss, count, grads
 
