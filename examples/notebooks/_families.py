@@ -185,13 +185,31 @@ NEW_FAMILY_CONFIGS = {
 }
 
 
-def _build(folder: Path, architecture: str) -> Path:
+def _with_trained_output_scale(folder: Path, config: dict) -> Path:
+    """Falcon-H1's tied head multiplies its logits by lm_head_multiplier / embedding_multiplier (about 0.007): a
+    trained checkpoint's weights make up for it, random ones do not (every logit near 0, the loss stuck at ln(vocab)
+    whatever LoRA learns), so the final norm gets the gain that brings the logits back to an ordinary model's scale."""
+    import importlib
+
+    import mlx.core as mx
+
+    module = importlib.import_module(f"mlx_lm.models.{config['model_type']}")
+    args = module.ModelArgs.from_dict(config)
+    weights = mx.load(str(folder / "model.safetensors"))
+    weights["model.final_layernorm.weight"] *= args.embedding_multiplier / args.lm_head_multiplier
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return folder
+
+
+def build_notebook_model(folder: Path, architecture: str) -> Path:
+    """The tiny model of a notebook's architecture (a VARIANTS name too) written into `folder`."""
     family, options = VARIANTS.get(architecture, (architecture, {}))
     if family in NEW_FAMILY_CONFIGS:
         from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
 
         config = {**NEW_FAMILY_CONFIGS[family], "model_type": family}
-        return build_tiny_hybrid_model(folder, family, config=config)
+        built = build_tiny_hybrid_model(folder, family, config=config)
+        return _with_trained_output_scale(built, config) if family == "falcon_h1" else built
     if family in HYBRIDS:
         from tools.kits.tiny_hybrid_model import HYBRID_CONFIGS, build_tiny_hybrid_model
 
@@ -277,7 +295,7 @@ def prepare(repositories: Dict[str, Tuple[str, Optional[str]]]) -> Dict[str, str
     built: Dict[str, Path] = {}
     for repo_id, (architecture, template) in repositories.items():
         if architecture not in built:
-            built[architecture] = _build(hf_home / "sources" / architecture, architecture)
+            built[architecture] = build_notebook_model(hf_home / "sources" / architecture, architecture)
         organisation, name = repo_id.split("/")
         repository = hf_home / "hub" / f"models--{organisation}--{name}"
         snapshot = repository / "snapshots" / REVISION
