@@ -22,11 +22,11 @@ from unsloth_zoo.mlx.trainer import MLXTrainer
 
 from .arguments import read_trainer_call
 from .embedding_rate import with_embedding_learning_rate
+from .own_rows import own_rows_collator, refuse_completion_only_loss
 from .packing import PackedTrainRows, packed_step, refuse_unpackable
 from .quantized_training import refuse_quantized_base_without_lora
 from ..chat.responses_only import response_masked_cross_entropy
 from .train_data import (
-    PreparedRows,
     TrainRows,
     check_collator,
     cuda_epoch_order,
@@ -34,15 +34,6 @@ from .train_data import (
     prepared_rows,
     refuse_images,
     settle_order,
-)
-from ..vision.training import (
-    VisionTrainRows,
-    encode_vision_rows,
-    implied_collator,
-    refuse_completion_only_loss,
-    refuse_vision_eval,
-    vision_collator,
-    vision_step,
 )
 
 
@@ -69,19 +60,17 @@ class UnslothTrainer(MLXTrainer):
         config = call.config
         # A kept TRL keyword (arguments.KEPT_KEYWORDS), set by name rather than declared as a field.
         completion_only = getattr(config, "completion_only_loss", None)
-        # Vision hook: UnslothVisionDataCollator encodes the rows itself (vision_training).
-        self.vision_collator = vision_collator(call.data_collator) or implied_collator(
+        # A collator that encodes its own rows (UnslothVisionDataCollator) is registered by its layer (own_rows).
+        self._own_rows, self.vision_collator = own_rows_collator(
             model, call.processor, call.data_collator, call.train_dataset
         )
-        if self.vision_collator is None:
+        if self._own_rows is None:
             check_collator(call.data_collator)
             refuse_completion_only_loss(completion_only)
             refuse_images(call.train_dataset, call.eval_dataset)
             train = prepared_rows(call.train_dataset, config, config.skip_prepare_dataset)
         else:
-            refuse_vision_eval(call.eval_dataset)
-            vision = encode_vision_rows(self.vision_collator, call.train_dataset, config)
-            train = PreparedRows(vision.rows, False, vision.masks)
+            train, encoded = self._own_rows.encode(self.vision_collator, call.train_dataset, call.eval_dataset, config)
         evaluation = prepared_rows(call.eval_dataset, config, config.skip_prepare_dataset)
         # The backend walks rows as `_epoch_batches` gives them; this trainer shows them in CUDA Unsloth's order.
         self.cuda_batch_order = settle_order(config, train.streamed)
@@ -94,8 +83,8 @@ class UnslothTrainer(MLXTrainer):
             args=config,
             callbacks=[*_progress_callbacks(config), *(call.callbacks or [])],
         )
-        if self.vision_collator is not None:
-            self.train_rows = VisionTrainRows(self.train_rows, vision.masks, vision.features)
+        if self._own_rows is not None:
+            self.train_rows = self._own_rows.train_rows(self.train_rows, encoded)
         else:
             self.train_rows = TrainRows(self.train_rows)
         if train.masks is not None and self.vision_collator is None:
@@ -162,8 +151,8 @@ class UnslothTrainer(MLXTrainer):
     def _build_step_functions(self) -> None:
         super()._build_step_functions()
         rows = self.train_rows
-        if isinstance(rows, VisionTrainRows):
-            self._forward_backward = vision_step(self.model, rows)
+        if self._own_rows is not None:
+            self._forward_backward = self._own_rows.step(self.model, rows)
             return
         if isinstance(rows, PackedTrainRows):
             self._forward_backward = packed_step(self.model, rows)

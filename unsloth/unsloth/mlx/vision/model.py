@@ -27,8 +27,10 @@ from ..models import hub
 from ..models.main_rank import write_on_main_rank_only
 from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
 from .collator import UnslothVisionDataCollator
+from . import trainer_rows  # noqa: F401  registers the vision rows with the trainer below
 from .generation import attach_generate
 from .merged import SOURCE_FOLDER_ATTRIBUTE, save_vision_merged
+from .text_calls import accept_text_calls
 from .lora import (
     VisionLoraSettings,
     apply_vision_lora,
@@ -91,6 +93,8 @@ class FastVisionModel:
         if not folder.is_dir():
             raise FileNotFoundError(f"no model folder at {folder}, and {str(model_name)!r} is not a Hub id (org/name)")
         model, processor = load_model_and_processor(folder)
+        # Text-only rows (a notebook training a multimodal checkpoint on text) then train through the text trainer.
+        accept_text_calls(model)
         if dtype is not None:
             model.set_dtype(_dtype(dtype))
         if bits is not None:

@@ -76,14 +76,6 @@ def encode_vision_rows(collator: UnslothVisionDataCollator, dataset: Any, config
     )
 
 
-def refuse_completion_only_loss(value: Any) -> None:
-    if value:
-        raise NotImplementedError(
-            "completion_only_loss=True trains only the answers of a vision model (with UnslothVisionDataCollator) "
-            "on MLX; for a text model call train_on_responses_only(trainer) instead"
-        )
-
-
 def refuse_vision_eval(eval_dataset: Any) -> None:
     if eval_dataset is not None:
         raise NotImplementedError(
