@@ -80,6 +80,7 @@ class CompletionBatch:
     advantages: mx.array  # (rows,)
     ref_logps: Optional[mx.array] = None
     old_logps: Optional[mx.array] = None  # the sampling policy's, when it is no longer the current one
+    features: Optional[List[Dict[str, Any]]] = None  # each row's image features, for a vision model
 
 
 def build_batch(
@@ -89,6 +90,7 @@ def build_batch(
     advantages: Sequence[float],
     pad_id: int,
     old_logps: Optional[Sequence[Sequence[float]]] = None,
+    features: Optional[List[Dict[str, Any]]] = None,
 ) -> CompletionBatch:
     width = max(len(completion) for completion in completion_ids) or 1
     total = max(len(prompt) + width for prompt in prompt_ids)
@@ -108,6 +110,7 @@ def build_batch(
         for row, values in enumerate(old_logps):
             old[row, : len(values)] = values
         batch.old_logps = mx.array(old)
+    batch.features = features
     return batch
 
 
@@ -116,6 +119,10 @@ def completion_logps(
 ) -> Any:
     """Per-token log-probabilities of each completion token (logits divided by the temperature, as TRL does),
     and optionally the per-token entropies; the logits are taken a chunk of positions at a time."""
+    if batch.features is not None:
+        from .vision import vision_completion_logps
+
+        return vision_completion_logps(model, batch, temperature, with_entropy, differentiable)
     inputs = batch.tokens[:, :-1]
     width = batch.completion_ids.shape[1]
     positions = mx.minimum(batch.completion_starts[:, None] - 1 + mx.arange(width)[None, :], inputs.shape[1] - 1)

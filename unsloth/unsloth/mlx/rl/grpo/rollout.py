@@ -8,7 +8,7 @@ turned into group-relative advantages.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -52,6 +52,7 @@ class Rollout:
     metrics: Dict[str, float]
     old_logps: Optional[List[np.ndarray]] = None
     key: Any = None
+    features: Optional[List[Dict[str, Any]]] = None  # a vision prompt's image features, per completion
 
     @property
     def tokens(self) -> float:
@@ -63,6 +64,7 @@ class Rollout:
             return [values[int(index)] for index in order]
 
         old = None if self.old_logps is None else pick(self.old_logps)
+        features = None if self.features is None else pick(self.features)
         return Rollout(
             pick(self.prompt_ids),
             pick(self.completion_ids),
@@ -71,10 +73,12 @@ class Rollout:
             self.metrics,
             old,
             self.key,
+            features,
         )
 
     def rows(self, part: slice) -> "Rollout":
         old = None if self.old_logps is None else self.old_logps[part]
+        features = None if self.features is None else self.features[part]
         return Rollout(
             self.prompt_ids[part],
             self.completion_ids[part],
@@ -83,6 +87,7 @@ class Rollout:
             self.metrics,
             old,
             self.key,
+            features,
         )
 
 
@@ -141,7 +146,13 @@ class RolloutMaker:
             )
         return Sampling(**values)
 
-    def sample(self, model: Any, prompt_ids: List[List[int]], step: int) -> List[Sampled]:
+    def encode(self, row: Dict[str, Any]) -> Tuple[List[int], Optional[Dict[str, Any]]]:
+        """The prompt's tokens, and the image features a vision prompt carries (none here)."""
+        return self.prompt_ids(row["prompt"], row), None
+
+    def sample(
+        self, model: Any, prompt_ids: List[List[int]], features: List[Optional[Dict[str, Any]]], step: int
+    ) -> List[Sampled]:
         """`num_generations` completions of each prompt, sampled together on the training model."""
         rows = [ids for ids in prompt_ids for _ in range(self.args.num_generations)]
         was_training = model.training
@@ -184,8 +195,10 @@ class RolloutMaker:
         """Sample, score and rank one generation batch of `prompt_rows`, with TRL's generation metrics."""
         args = self.args
         generations = args.num_generations
-        prompt_ids = [self.prompt_ids(row["prompt"], row) for row in prompt_rows]
-        sampled = self.sample(model, prompt_ids, state.global_step)
+        encoded = [self.encode(row) for row in prompt_rows]
+        prompt_ids = [ids for ids, _ in encoded]
+        prompt_features = [found for _, found in encoded]
+        sampled = self.sample(model, prompt_ids, prompt_features, state.global_step)
         rows = [row for row in prompt_rows for _ in range(generations)]
         all_prompt_ids = [ids for ids in prompt_ids for _ in range(generations)]
         completion_ids = [item.token_ids for item in sampled]
@@ -206,4 +219,7 @@ class RolloutMaker:
         )
         metrics = {**completion_metrics([len(ids) for ids in completion_ids], terminated), **scores.metrics}
         metrics["num_tokens"] = float(sum(len(p) + len(c) for p, c in zip(all_prompt_ids, completion_ids)))
-        return Rollout(all_prompt_ids, completion_ids, masks, scores.advantages, metrics)
+        features = None
+        if all(found is not None for found in prompt_features):
+            features = [found or {} for found in prompt_features for _ in range(generations)]
+        return Rollout(all_prompt_ids, completion_ids, masks, scores.advantages, metrics, features=features)

@@ -31,6 +31,7 @@ from ..grpo_config import GRPOConfig
 from ..reference import ReferencePolicy
 from .loss import LossSettings, build_batch, completion_logps, loss_metrics, policy_loss
 from .rollout import Rollout, RolloutMaker, dataset_rows, is_conversation
+from .vision import VisionRolloutMaker, is_vision_model
 
 __all__ = ["GRPOTrainer", "is_conversation"]
 
@@ -96,7 +97,11 @@ class GRPOTrainer(MLXTrainer):
         self.reward_weights = [1.0] * len(functions) if weights is None else [float(value) for value in weights]
         self.rows = dataset_rows(train_dataset)
         self.eval_prompt_rows = None if eval_dataset is None else dataset_rows(eval_dataset, "eval_dataset")
-        self.rollouts = RolloutMaker(tokenizer, config, self.reward_funcs, self.reward_func_names, self.reward_weights)
+        self.is_vision = is_vision_model(model)
+        maker = VisionRolloutMaker if self.is_vision else RolloutMaker
+        self.rollouts = maker(tokenizer, config, self.reward_funcs, self.reward_func_names, self.reward_weights)
+        # A vision model's processor renders and encodes the prompts; the loop keeps its text tokenizer.
+        text_tokenizer = getattr(tokenizer, "tokenizer", tokenizer) if self.is_vision else tokenizer
         if self.eval_prompt_rows is not None and config.per_device_eval_batch_size % config.num_generations:
             raise ValueError(
                 f"per_device_eval_batch_size={config.per_device_eval_batch_size} must divide by "
@@ -105,7 +110,7 @@ class GRPOTrainer(MLXTrainer):
         eval_rows = None if self.eval_prompt_rows is None else SlotRows([1] * len(self.eval_prompt_rows))
         super().__init__(
             model,
-            tokenizer,
+            text_tokenizer,
             self._slot_rows(config),
             eval_rows,
             args=config,
@@ -120,8 +125,9 @@ class GRPOTrainer(MLXTrainer):
         self.processing_class = processing_class if processing_class is not None else tokenizer
         self.train_dataset = train_dataset
         self.eval_dataset = eval_dataset
-        pad = getattr(tokenizer, "pad_token_id", None)
-        self.pad_id = int(pad if pad is not None else (eos_token_ids(tokenizer) or [0])[0])
+        self.tokenizer = tokenizer
+        pad = getattr(text_tokenizer, "pad_token_id", None)
+        self.pad_id = int(pad if pad is not None else (eos_token_ids(text_tokenizer) or [0])[0])
         self.num_generations = self.args.num_generations
         self.reference = ReferencePolicy(model) if self.args.beta != 0.0 else None
         self._rollout: Optional[Rollout] = None
@@ -148,7 +154,7 @@ class GRPOTrainer(MLXTrainer):
         """As many slots per epoch as its micro-batches hold completions, so the loop plans TRL's step count."""
         generations = max(math.ceil(len(self.rows) / self._prompts_per_generation(config)), 1)
         micro = generations * config.steps_per_generation * config.num_iterations
-        prompt_lengths = [len(self.rollouts.prompt_ids(row["prompt"], row)) for row in self.rows]
+        prompt_lengths = [len(self.rollouts.encode(row)[0]) for row in self.rows]
         longest = max(prompt_lengths) + int(config.max_completion_length)
         return SlotRows([longest] * (micro * config.per_device_train_batch_size))
 
@@ -195,7 +201,9 @@ class GRPOTrainer(MLXTrainer):
         found: List[np.ndarray] = []
         for start in range(0, len(rollout.completion_ids), size):
             part = rollout.rows(slice(start, start + size))
-            batch = build_batch(part.prompt_ids, part.completion_ids, part.masks, part.advantages, self.pad_id)
+            batch = build_batch(
+                part.prompt_ids, part.completion_ids, part.masks, part.advantages, self.pad_id, features=part.features
+            )
             values = np.array(completion_logps(self.model, batch, temperature, differentiable=False))
             found += [values[row, : len(ids)] for row, ids in enumerate(part.completion_ids)]
         return found
@@ -236,7 +244,13 @@ class GRPOTrainer(MLXTrainer):
         grads, total, collected = None, mx.array(0.0), []
         for position, part in enumerate(parts):
             batch = build_batch(
-                part.prompt_ids, part.completion_ids, part.masks, part.advantages, self.pad_id, part.old_logps
+                part.prompt_ids,
+                part.completion_ids,
+                part.masks,
+                part.advantages,
+                self.pad_id,
+                part.old_logps,
+                part.features,
             )
             if self.reference is not None:
                 batch.ref_logps = self.reference.run(
@@ -317,7 +331,12 @@ class GRPOTrainer(MLXTrainer):
             for rows in chunks:
                 rollout = self.rollouts.rollout(self.model, rows, self.state)
                 batch = build_batch(
-                    rollout.prompt_ids, rollout.completion_ids, rollout.masks, rollout.advantages, self.pad_id
+                    rollout.prompt_ids,
+                    rollout.completion_ids,
+                    rollout.masks,
+                    rollout.advantages,
+                    self.pad_id,
+                    features=rollout.features,
                 )
                 if self.reference is not None:
                     batch.ref_logps = self.reference.run(
