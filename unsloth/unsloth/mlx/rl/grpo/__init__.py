@@ -1,5 +1,5 @@
-"""GRPO on MLX: the trainer on the shared loop (`trainer.py`), its generation batches (`rollout.py`) and its
-arithmetic as TRL does it (`loss.py`)."""
+"""GRPO on MLX: the trainer on the shared loop (`trainer.py`), its generation batches (`rollout.py`, and
+`vision.py` for image prompts) and its arithmetic as TRL does it (`loss.py`)."""
 
 from .trainer import GRPOTrainer
 
