@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""`FastModel` as notebooks import it: a checkpoint with a vision or audio tower (Gemma 3 4B and up, Gemma 3n,
+Gemma 4) loads with its towers through mlx-vlm and returns its processor, as CUDA Unsloth's FastModel does; any other
+checkpoint is a text model through mlx-lm (`models.fast_model`).
+
+It lives in the vision layer because the text layer below cannot load vision models.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from unsloth_zoo.mlx.loading import resolve_model_folder
+
+from ..models.fast_model import FastModel as FastTextModel
+from .backend import vision_tower
+from .lora import read_vision_adapter
+from .model import FastVisionModel
+
+# Where a config names its towers; Qwen Omni checkpoints nest them under the thinker.
+TOWER_KEYS = ("vision_config", "audio_config")
+
+
+def has_towers(config: Dict[str, Any]) -> bool:
+    """True when a checkpoint's config.json holds a vision or audio tower (CUDA's rule for its vision path)."""
+    thinker = config.get("thinker_config") or {}
+    return any(key in config or key in thinker for key in TOWER_KEYS)
+
+
+def _multimodal(model_name: str | Path, token: Optional[str], revision: Optional[str]) -> bool:
+    folder = resolve_model_folder(model_name, token=token, revision=revision)
+    if read_vision_adapter(folder) is not None:
+        return True
+    config = folder / "config.json"
+    return config.is_file() and has_towers(json.loads(config.read_text(encoding="utf-8")))
+
+
+def _check_vision_auto_model(auto_model: Any, model: Any) -> None:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    if auto_model is None:
+        return
+    name = getattr(auto_model, "__name__", repr(auto_model))
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    own = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
+    if name not in ("AutoModelForImageTextToText", "AutoModelForVision2Seq", own):
+        raise NotImplementedError(
+            f"FastModel.from_pretrained on MLX cannot honour auto_model={name}: this checkpoint is {model_type!r} "
+            f"with its vision tower, which mlx-vlm loads as its own family; pass auto_model={own} or leave it out"
+        )
+
+
+def _is_vision_model(model: Any) -> bool:
+    return vision_tower(model) is not None
+
+
+class FastModel(FastTextModel):
+    @staticmethod
+    def from_pretrained(  # type: ignore[override]
+        model_name: str | Path = "unsloth/Llama-3.2-1B-Instruct",
+        max_seq_length: Optional[int] = 2048,
+        dtype: Any = None,
+        load_in_4bit: Optional[bool] = None,
+        load_in_8bit: bool = False,
+        full_finetuning: bool = False,
+        **kwargs: Any,
+    ) -> Tuple[Any, Any]:
+        """A multimodal checkpoint as `FastVisionModel.from_pretrained` loads it (model and processor), else a
+        text model as `FastLanguageModel`'s; 4-bit by default either way, unless a full fine-tune is asked for."""
+        if not _multimodal(model_name, kwargs.get("token"), kwargs.get("revision")):
+            return FastTextModel.from_pretrained(
+                model_name, max_seq_length, dtype, load_in_4bit, load_in_8bit, full_finetuning, **kwargs
+            )
+        if load_in_4bit is None:
+            load_in_4bit = not full_finetuning and not load_in_8bit
+        auto_model = kwargs.pop("auto_model", None)
+        model, processor = FastVisionModel.from_pretrained(
+            model_name,
+            max_seq_length,
+            dtype,
+            load_in_4bit=load_in_4bit,
+            full_finetuning=full_finetuning,
+            load_in_8bit=load_in_8bit,
+            **kwargs,
+        )
+        _check_vision_auto_model(auto_model, model)
+        return model, processor
+
+    @staticmethod
+    def get_peft_model(  # type: ignore[override]
+        model: Any,
+        r: int = 16,
+        target_modules: Optional[Sequence[str] | str] = None,
+        lora_alpha: float = 16,
+        finetune_vision_layers: Optional[bool] = None,
+        finetune_language_layers: Optional[bool] = None,
+        finetune_attention_modules: Optional[bool] = None,
+        finetune_mlp_modules: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> Any:
+        """LoRA as `FastVisionModel.get_peft_model` places it on a vision model, else as on a text model."""
+        switches = {
+            "finetune_vision_layers": finetune_vision_layers,
+            "finetune_language_layers": finetune_language_layers,
+            "finetune_attention_modules": finetune_attention_modules,
+            "finetune_mlp_modules": finetune_mlp_modules,
+        }
+        if not _is_vision_model(model):
+            return FastTextModel.get_peft_model(model, r, target_modules, lora_alpha, **switches, **kwargs)
+        # A switch left at None keeps FastVisionModel's default (on).
+        chosen = {name: value for name, value in switches.items() if value is not None}
+        return FastVisionModel.get_peft_model(
+            model, r=r, lora_alpha=lora_alpha, target_modules=target_modules, **chosen, **kwargs
+        )
+
+    @staticmethod
+    def for_inference(model: Any) -> Any:
+        return FastVisionModel.for_inference(model) if _is_vision_model(model) else FastTextModel.for_inference(model)
+
+    @staticmethod
+    def for_training(model: Any, use_gradient_checkpointing: Any = True) -> Any:
+        if _is_vision_model(model):
+            return FastVisionModel.for_training(model, use_gradient_checkpointing)
+        return FastTextModel.for_training(model, use_gradient_checkpointing)
