@@ -263,6 +263,8 @@ def test_olmo2_norms_after_each_block_and_over_all_query_heads(tmp_path):
             "smollm3 with rotary embeddings off in layers",
         ),
         ({**lfm2_moe_config(), "routed_scaling_factor": 2.5}, "lfm2_moe with routed_scaling_factor other than 1"),
+        ({**GENERIC_FAMILIES["glm4_moe"](), "scoring_func": "softmax"}, "glm4moe routes by sigmoid"),
+        ({**GENERIC_FAMILIES["glm4_moe"](), "n_group": 2, "topk_group": 1}, "glm4moe reads no groups"),
     ],
 )
 def test_settings_llama_cpp_does_not_reproduce_are_refused_by_name_before_writing(tmp_path, config, message):
@@ -274,6 +276,33 @@ def test_settings_llama_cpp_does_not_reproduce_are_refused_by_name_before_writin
     with pytest.raises(NotImplementedError, match=message):
         model.save_pretrained_gguf(str(tmp_path / "out"), tokenizer)
     assert not (tmp_path / "out").exists()
+
+
+def test_glm4_moe_experts_selection_bias_and_routing_keys_as_llama_cpp_loads_them(tmp_path):
+    reader, tensors, _ = _export(tmp_path, GENERIC_FAMILIES["glm4_moe"]())
+    shapes = _shapes(tensors)
+    assert _key(reader, "general.architecture") == "glm4moe"
+    expected = {
+        "blk.0.ffn_gate.weight": [256, 256],  # first_k_dense_replace=1: layer 0 is dense
+        "blk.1.ffn_gate_inp.weight": [256, 4],
+        "blk.1.exp_probs_b.bias": [4],
+        "blk.1.ffn_gate_exps.weight": [256, 256, 4],
+        "blk.1.ffn_up_shexp.weight": [256, 256],
+        "blk.1.post_attention_norm.weight": [256],
+        "blk.1.attn_q_norm.weight": [64],
+    }
+    assert {name: shapes.get(name) for name in expected} == expected
+    keys = (
+        "expert_count",
+        "expert_used_count",
+        "leading_dense_block_count",
+        "expert_shared_count",
+        "rope.dimension_count",
+    )
+    assert [_key(reader, f"glm4moe.{key}") for key in keys] == [4, 2, 1, 1, 32]
+    assert _key(reader, "glm4moe.expert_weights_scale") == pytest.approx(1.5)
+    assert _key(reader, "glm4moe.expert_weights_norm") is True
+    assert _key(reader, "glm4moe.expert_gating_func") == 2  # sigmoid
 
 
 def test_gpt_oss_o200k_splitting_gets_llama_cpp_s_gpt_4o_pre_tokenizer(tmp_path):

@@ -214,6 +214,26 @@ GENERIC_FAMILIES = {
         moe_intermediate_size=WIDTH,
         shared_expert_intermediate_size=WIDTH,
     ),
+    # GLM-4.5 (Air): a dense first layer, then sigmoid-routed experts (scaled, normalised) beside a shared one.
+    "glm4_moe": lambda: _generic(
+        "glm4_moe",
+        "Glm4MoeForCausalLM",
+        head_dim=64,
+        partial_rotary_factor=0.5,
+        attention_bias=True,
+        use_qk_norm=True,
+        n_routed_experts=4,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        moe_intermediate_size=WIDTH,
+        first_k_dense_replace=1,
+        n_group=1,
+        topk_group=1,
+        norm_topk_prob=True,
+        routed_scaling_factor=1.5,
+        rope_scaling=None,
+        tie_word_embeddings=False,
+    ),
 }
 
 
@@ -300,12 +320,16 @@ def build_gguf_family_model(folder: str | Path, name: str, *, seed: int = 0) -> 
 
 
 def bias_expert_selection(folder: Path, seed: int) -> None:
-    """Give LFM2 MoE's selection biases values (mlx_lm starts them at zero), so that a lost bias changes the experts."""
+    """Give expert selection biases (LFM2 MoE's, GLM-4.5's) values, as mlx_lm starts them at zero, so that a lost
+    bias changes the experts; a model without them is left as it is."""
     import mlx.core as mx
 
     path = folder / "model.safetensors"
     weights = mx.load(str(path))
     rng = np.random.default_rng(seed)
-    for name in [name for name in weights if name.endswith(".expert_bias")]:
+    biases = [name for name in weights if name.endswith((".expert_bias", ".e_score_correction_bias"))]
+    if not biases:
+        return
+    for name in biases:
         weights[name] = mx.array(rng.normal(0.0, 0.5, weights[name].shape).astype(np.float32))
     mx.save_safetensors(str(path), weights, metadata={"format": "mlx"})

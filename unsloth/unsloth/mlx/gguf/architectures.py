@@ -90,6 +90,8 @@ def split_weight(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Pi
         if not config.get("use_expert_bias"):  # llama.cpp's LFM2 MoE requires a selection bias: none is zeros
             pieces.append((_blk(name, "exp_probs_b.bias"), np.zeros(data.shape[0], dtype=np.float32), True))
         return pieces
+    if name.endswith(".mlp.gate.e_score_correction_bias"):
+        return [(_blk(name, "exp_probs_b.bias"), data, True)]
     if name.endswith(".self_attn.sinks"):
         return [(name + ".weight", data, False)]  # llama.cpp names gpt-oss's sinks as a weight
     if name.endswith(".mamba.dt_bias"):
@@ -155,6 +157,23 @@ def write_family_keys(writer: Any, config: Dict[str, Any], architecture: str) ->
         writer.add_expert_shared_feed_forward_length(int(config["shared_expert_intermediate_size"]))
     if architecture == "ernie4_5-moe":
         _write_ernie_experts(writer, config)
+    if architecture == "glm4moe":
+        _write_glm4_moe_experts(writer, config)
+
+
+def _write_glm4_moe_experts(writer: Any, config: Dict[str, Any]) -> None:
+    """GLM-4.5's routed experts (sigmoid scores, a selection bias, normalised then scaled) after dense leading
+    layers, and its shared experts; the multi-token prediction layers mlx_lm drops are not written."""
+    import gguf
+
+    writer.add_expert_count(int(config["n_routed_experts"]))
+    writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+    writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+    writer.add_expert_shared_count(int(config.get("n_shared_experts") or 0))
+    writer.add_leading_dense_block_count(int(config.get("first_k_dense_replace") or 0))
+    writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    writer.add_expert_weights_scale(float(config.get("routed_scaling_factor") or 1.0))
+    writer.add_expert_weights_norm(bool(config.get("norm_topk_prob")))
 
 
 def _write_ernie_experts(writer: Any, config: Dict[str, Any]) -> None:

@@ -87,6 +87,8 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
             )
     if model_type == "ministral3" and "sliding_attention" in (config.get("layer_types") or []):
         raise UnsupportedModel("ministral3 with sliding-window layers: llama.cpp's mistral3 attends to every position")
+    if model_type == "glm4_moe":
+        _refuse_glm4_moe_settings(config)
     if model_type in ("lfm2", "lfm2_moe") and config.get("conv_bias"):
         raise UnsupportedModel(f"{model_type} with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
     if model_type == "lfm2_moe":
@@ -96,6 +98,16 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
             raise UnsupportedModel(
                 "lfm2_moe with routed_scaling_factor other than 1: llama.cpp's LFM2 MoE reads no scale"
             )
+
+
+def _refuse_glm4_moe_settings(config: Dict[str, Any]) -> None:
+    """GLM-4.5 routing settings llama.cpp's glm4moe graph does not reproduce."""
+    if config.get("scoring_func", "sigmoid") != "sigmoid":
+        raise UnsupportedModel("glm4_moe with scoring_func other than sigmoid: llama.cpp's glm4moe routes by sigmoid")
+    if int(config.get("n_group") or 1) > 1 and int(config.get("topk_group") or 1) < int(config["n_group"]):
+        raise UnsupportedModel(
+            "glm4_moe choosing experts within topk_group of n_group groups: llama.cpp's glm4moe reads no groups"
+        )
 
 
 def head_dim(config: Dict[str, Any]) -> int:

@@ -64,6 +64,7 @@ FAMILIES = {
     "glm4": Family("glm4"),
     "stablelm": Family("stablelm"),
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
+    "glm4_moe": Family("glm4moe", key="GLM4_MOE"),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
 GRANITE_4_ATTENTION_ONLY = {
