@@ -166,6 +166,19 @@ def test_a_text_checkpoint_stays_a_text_model(tiny_model_dir) -> None:
     assert not hasattr(tokenizer, "image_processor")
 
 
+def test_text_only_loads_the_language_model_through_mlx_lm(multimodal_dirs) -> None:
+    from unsloth_zoo.mlx.lora import lora_settings
+
+    from unsloth import FastModel
+
+    model, tokenizer = FastModel.from_pretrained(str(multimodal_dirs["gemma3"]), text_only=True)
+    assert type(model).__module__ == "mlx_lm.models.gemma3"
+    assert not hasattr(tokenizer, "image_processor")
+    model = notebook_peft(model)
+    targets = {key.rsplit(".", 1)[-1] for key in lora_settings(model).keys}
+    assert targets == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+
 def test_another_auto_model_is_refused_by_name(multimodal_dirs) -> None:
     from transformers import AutoModelForCausalLM
 

@@ -68,9 +68,11 @@ class FastModel(FastTextModel):
         full_finetuning: bool = False,
         **kwargs: Any,
     ) -> Tuple[Any, Any]:
-        """A multimodal checkpoint as `FastVisionModel.from_pretrained` loads it (model and processor), else a
-        text model as `FastLanguageModel`'s; 4-bit by default either way, unless a full fine-tune is asked for."""
-        if not _multimodal(model_name, kwargs.get("token"), kwargs.get("revision")):
+        """A multimodal checkpoint as `FastVisionModel.from_pretrained` loads it (model and processor), else (or with
+        `text_only=True`) a text model as `FastLanguageModel`'s; 4-bit by default unless a full fine-tune is asked for."""
+        # text_only=True keeps only the language model (mlx-lm drops the towers), as upstream's text_only does.
+        text_only = bool(kwargs.pop("text_only", False))
+        if text_only or not _multimodal(model_name, kwargs.get("token"), kwargs.get("revision")):
             return FastTextModel.from_pretrained(
                 model_name, max_seq_length, dtype, load_in_4bit, load_in_8bit, full_finetuning, **kwargs
             )
