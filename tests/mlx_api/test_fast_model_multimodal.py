@@ -4,6 +4,7 @@ text notebooks' text-only training then runs on that vision model; a text checkp
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any, Dict, List
@@ -164,6 +165,18 @@ def test_a_text_checkpoint_stays_a_text_model(tiny_model_dir) -> None:
     model, tokenizer = FastModel.from_pretrained(str(tiny_model_dir), load_in_4bit=False)
     assert type(model).__module__.startswith("mlx_lm.models.")
     assert not hasattr(tokenizer, "image_processor")
+
+
+def test_towers_of_a_family_vision_training_refuses_keep_the_text_model(tiny_model_dir, tmp_path, caplog) -> None:
+    from unsloth import FastModel
+
+    folder = shutil.copytree(tiny_model_dir, tmp_path / "llama-with-a-tower")
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config["vision_config"] = {"model_type": "siglip_vision_model", "hidden_size": 16}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    model, _ = FastModel.from_pretrained(str(folder), load_in_4bit=False)
+    assert type(model).__module__ == "mlx_lm.models.llama"
+    assert "'llama' is not among the vision families that train" in caplog.text
 
 
 def test_text_only_loads_the_language_model_through_mlx_lm(multimodal_dirs) -> None:

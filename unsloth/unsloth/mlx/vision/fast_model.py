@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`FastModel` as notebooks import it: a checkpoint with a vision or audio tower (Gemma 3 4B and up, Gemma 3n,
-Gemma 4) loads with its towers through mlx-vlm and returns its processor, as CUDA Unsloth's FastModel does; any other
-checkpoint is a text model through mlx-lm (`models.fast_model`).
+"""`FastModel` as notebooks import it: a checkpoint with a vision or audio tower of a family vision training accepts
+(Gemma 3 4B and up, Gemma 4, Qwen VL, ...) loads with its towers through mlx-vlm and returns its processor, as CUDA
+Unsloth's FastModel does; any other checkpoint, Gemma 3n included, is a text model through mlx-lm (`models.fast_model`).
 
 It lives in the vision layer because the text layer below cannot load vision models.
 """
@@ -10,16 +10,18 @@ It lives in the vision layer because the text layer below cannot load vision mod
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from unsloth_zoo.mlx.loading import resolve_model_folder
 
 from ..models.fast_model import FastModel as FastTextModel
-from .backend import vision_tower
+from .backend import REFUSED, routed_model_type, trainable_families, vision_tower
 from .lora import read_vision_adapter
 from .model import FastVisionModel
 
+logger = logging.getLogger(__name__)
 # Where a config names its towers; Qwen Omni checkpoints nest them under the thinker.
 TOWER_KEYS = ("vision_config", "audio_config")
 
@@ -30,12 +32,37 @@ def has_towers(config: Dict[str, Any]) -> bool:
     return any(key in config or key in thinker for key in TOWER_KEYS)
 
 
-def _multimodal(model_name: str | Path, token: Optional[str], revision: Optional[str]) -> bool:
+def _vision_family(config: Dict[str, Any]) -> str:
+    """The mlx-vlm module that would build this config."""
+    model_type = str(config.get("model_type", ""))
+    try:
+        from mlx_vlm.utils import MODEL_REMAPPING
+    except ImportError:
+        return model_type
+    return routed_model_type(config) or str(MODEL_REMAPPING.get(model_type, model_type))
+
+
+def loads_as_vision(model_name: str | Path, token: Optional[str], revision: Optional[str]) -> bool:
+    """True for a saved vision adapter, and for a checkpoint with towers whose family vision training accepts; a
+    checkpoint with towers of any other family (or without mlx-vlm) keeps loading as text, as it did before."""
     folder = resolve_model_folder(model_name, token=token, revision=revision)
     if read_vision_adapter(folder) is not None:
         return True
-    config = folder / "config.json"
-    return config.is_file() and has_towers(json.loads(config.read_text(encoding="utf-8")))
+    path = folder / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if not has_towers(config):
+        return False
+    family = _vision_family(config)
+    if family in trainable_families():
+        return True
+    logger.warning(
+        "FastModel: %s has vision or audio towers, but mlx-vlm's %r is not among the vision families that train on "
+        "MLX (%s); its language model alone is loaded through mlx-lm",
+        model_name,
+        family,
+        REFUSED.get(family, "not an mlx-vlm vision family, or mlx-vlm is not installed"),
+    )
+    return False
 
 
 def _check_vision_auto_model(auto_model: Any, model: Any) -> None:
@@ -72,7 +99,7 @@ class FastModel(FastTextModel):
         `text_only=True`) a text model as `FastLanguageModel`'s; 4-bit by default unless a full fine-tune is asked for."""
         # text_only=True keeps only the language model (mlx-lm drops the towers), as upstream's text_only does.
         text_only = bool(kwargs.pop("text_only", False))
-        if text_only or not _multimodal(model_name, kwargs.get("token"), kwargs.get("revision")):
+        if text_only or not loads_as_vision(model_name, kwargs.get("token"), kwargs.get("revision")):
             return FastTextModel.from_pretrained(
                 model_name, max_seq_length, dtype, load_in_4bit, load_in_8bit, full_finetuning, **kwargs
             )
