@@ -22,6 +22,7 @@ TURNS = {
     "gemma3": ("<start_of_turn>user\n", "<end_of_turn>\n", "<start_of_turn>model\n"),
     "gemma4": ("<|turn>user\n", "<turn|>\n", "<|turn>model\n"),
 }
+TEMPLATES = {"gemma3": "gemma-3", "gemma4": "gemma-4"}
 FACTS = [("What colour is the kettle?", "The kettle is red."), ("Where do bees go?", "Bees go to the hive.")]
 
 
@@ -123,17 +124,18 @@ def test_the_text_call_is_the_language_models_and_image_calls_are_unchanged(mult
     assert type(model).__module__ == "mlx_vlm.models.gemma3.gemma3"
 
 
-def test_the_gemma_3_notebook_cells_run_after_text_training(multimodal_dirs, tmp_path) -> None:
-    """get_chat_template, the text rows the notebook formats, responses-only training, then generate with a
-    streamer and the adapter's save and reload through FastModel."""
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_text_notebook_cells_run_after_text_training(multimodal_dirs, family, tmp_path) -> None:
+    """get_chat_template, the text rows the Gemma 3 / Gemma 4 text notebooks format, responses-only training, then
+    generate and the adapter's save and reload through FastModel."""
     from trl import SFTTrainer
 
     from unsloth import FastModel
     from unsloth.chat_templates import get_chat_template, train_on_responses_only
 
-    model, tokenizer = FastModel.from_pretrained(str(multimodal_dirs["gemma3"]), max_seq_length=2048)
+    model, tokenizer = FastModel.from_pretrained(str(multimodal_dirs[family]), max_seq_length=2048)
     model = notebook_peft(model)
-    tokenizer = get_chat_template(tokenizer, chat_template="gemma-3")
+    tokenizer = get_chat_template(tokenizer, chat_template=TEMPLATES[family])
     convos = [[{"role": "user", "content": q}, {"role": "assistant", "content": a}] for q, a in FACTS] * 8
     texts = [tokenizer.apply_chat_template(c, tokenize=False).removeprefix("<bos>") for c in convos]
     trainer = SFTTrainer(
@@ -142,20 +144,20 @@ def test_the_gemma_3_notebook_cells_run_after_text_training(multimodal_dirs, tmp
         train_dataset=[{"text": text} for text in texts],
         args=text_config(tmp_path, max_steps=30),
     )
-    trainer = train_on_responses_only(
-        trainer, instruction_part="<start_of_turn>user\n", response_part="<start_of_turn>model\n"
-    )
+    user, _, answer = TURNS[family]
+    trainer = train_on_responses_only(trainer, instruction_part=user, response_part=answer)
     trainer.train()
     messages = [{"role": "user", "content": [{"type": "text", "text": FACTS[0][0]}]}]
+    # NumPy tensors: this venv has no torch, which transformers' processors need for "pt".
     inputs = tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=True, return_tensors="pt", return_dict=True
+        messages, add_generation_prompt=True, tokenize=True, return_tensors="np", return_dict=True
     )
     prompt = inputs["input_ids"].shape[1]
-    output = model.generate(**inputs.to("cuda"), max_new_tokens=6, do_sample=False)
+    output = model.generate(**inputs, max_new_tokens=6, do_sample=False)
     assert tokenizer.decode(output[0, prompt:].tolist(), skip_special_tokens=True).startswith("The kettle is")
-    model.save_pretrained(str(tmp_path / "gemma_3_lora"), tokenizer)
-    reloaded, _ = FastModel.from_pretrained(str(tmp_path / "gemma_3_lora"), max_seq_length=2048, load_in_4bit=True)
-    again = reloaded.generate(**inputs.to("cuda"), max_new_tokens=6, do_sample=False)
+    model.save_pretrained(str(tmp_path / "lora"), tokenizer)
+    reloaded, _ = FastModel.from_pretrained(str(tmp_path / "lora"), max_seq_length=2048, load_in_4bit=True)
+    again = reloaded.generate(**inputs, max_new_tokens=6, do_sample=False)
     assert again[0].tolist() == output[0].tolist()
 
 
