@@ -18,6 +18,7 @@ import pytest
 from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model, gpt_oss_config, granitemoehybrid_config, lfm2_config
 from tools.kits.tiny_gguf_families import (
     GENERIC_FAMILIES,
+    gemma4_text_config,
     ernie4_5_config,
     ernie4_5_moe_config,
     granite_config,
@@ -264,6 +265,9 @@ def test_olmo2_norms_after_each_block_and_over_all_query_heads(tmp_path):
         ),
         ({**lfm2_moe_config(), "routed_scaling_factor": 2.5}, "lfm2_moe with routed_scaling_factor other than 1"),
         ({**GENERIC_FAMILIES["glm4_moe"](), "scoring_func": "softmax"}, "glm4moe routes by sigmoid"),
+        ({**gemma4_text_config(), "enable_moe_block": True}, "gemma4_text with enable_moe_block=True"),
+        ({**gemma4_text_config(), "attention_k_eq_v": True}, "gemma4_text with attention_k_eq_v=True"),
+        ({**gemma4_text_config(), "vocab_size_per_layer_input": 256}, "have one row per token"),
         ({**GENERIC_FAMILIES["glm4_moe"](), "n_group": 2, "topk_group": 1}, "glm4moe reads no groups"),
     ],
 )
@@ -303,6 +307,39 @@ def test_glm4_moe_experts_selection_bias_and_routing_keys_as_llama_cpp_loads_the
     assert _key(reader, "glm4moe.expert_weights_scale") == pytest.approx(1.5)
     assert _key(reader, "glm4moe.expert_weights_norm") is True
     assert _key(reader, "glm4moe.expert_gating_func") == 2  # sigmoid
+
+
+@pytest.mark.parametrize("builder", ["gemma4_text_config", "gemma4_config"])
+def test_gemma4_text_keys_per_layer_shapes_and_proportional_rope_as_llama_cpp_loads_them(tmp_path, builder):
+    import tools.kits.tiny_gguf_families as kit
+
+    reader, tensors, _ = _export(tmp_path, getattr(kit, builder)())
+    shapes = _shapes(tensors)
+    assert _key(reader, "general.architecture") == "gemma4"
+    expected = {
+        "blk.0.attn_q.weight": [256, 4 * 64],  # sliding layer: 64-wide heads
+        "blk.1.attn_q.weight": [256, 4 * 128],  # full layer: global_head_dim
+        "blk.1.attn_k.weight": [256, 2 * 128],
+        "blk.1.attn_q_norm.weight": [128],
+        "blk.2.ffn_gate.weight": [256, 2 * 256],  # a layer reusing keys and values: double-wide MLP
+        "blk.0.layer_output_scale.weight": [1],
+        "per_layer_token_embd.weight": [4 * 64, 512],
+        "per_layer_model_proj.weight": [256, 4 * 64],
+        "per_layer_proj_norm.weight": [64],
+        "blk.0.inp_gate.weight": [256, 64],
+        "blk.0.proj.weight": [64, 256],
+        "rope_freqs.weight": [64],
+    }
+    assert {name: shapes.get(name) for name in expected} == expected
+    assert "blk.2.attn_k.weight" not in shapes and "output.weight" not in shapes  # shared keys, tied output
+    scalars = ("attention.key_length", "attention.key_length_swa", "rope.dimension_count", "rope.dimension_count_swa")
+    assert [_key(reader, f"gemma4.{key}") for key in scalars] == [128, 64, 128, 64]
+    assert _key(reader, "gemma4.attention.shared_kv_layers") == 2
+    assert _key(reader, "gemma4.feed_forward_length") == [256, 256, 512, 512]
+    assert _key(reader, "gemma4.attention.sliding_window_pattern") == [True, False, True, False]
+    assert _key(reader, "gemma4.rope.freq_base_swa") == 10000.0
+    freqs = _data(tensors, "rope_freqs.weight")  # a quarter of 128 rotates: 16 pairs, the other 48 do not
+    assert (freqs[:16] == 1.0).all() and (freqs[16:] > 1e29).all()
 
 
 def test_gpt_oss_o200k_splitting_gets_llama_cpp_s_gpt_4o_pre_tokenizer(tmp_path):

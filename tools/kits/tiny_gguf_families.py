@@ -182,6 +182,33 @@ def _generic(model_type: str, architecture: str, **extra) -> dict:
     }
 
 
+def gemma4_text_config() -> dict:
+    """Gemma 4's text model (as E2B): sliding layers with 64-wide heads and a short window, full layers with 128-wide
+    heads rotating a quarter of each, the last two layers reusing earlier keys and values with double-wide MLPs,
+    per-layer token embeddings and final logit softcapping."""
+    return {
+        **_COMMON_DENSE,
+        "model_type": "gemma4_text",
+        "architectures": ["Gemma4ForCausalLM"],
+        "num_hidden_layers": 4,
+        "head_dim": 64,
+        "global_head_dim": 128,
+        "intermediate_size": WIDTH,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        "sliding_window": 8,
+        "num_kv_shared_layers": 2,
+        "use_double_wide_mlp": True,
+        "hidden_size_per_layer_input": 64,
+        "vocab_size_per_layer_input": VOCAB_SIZE,
+        "final_logit_softcapping": 30.0,
+        "tie_word_embeddings": True,
+        "rope_parameters": {
+            "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+        },
+    }
+
+
 _EXPERTS = {"num_experts": 4, "num_experts_per_tok": 2}
 # Families the name map and the common keys reach with no code of their own: checked untrained, f16 only.
 GENERIC_FAMILIES = {
@@ -270,6 +297,20 @@ def mistral3_config() -> dict:
     }
 
 
+def gemma4_config() -> dict:
+    """Gemma 4 as published: the multimodal wrapper, whose language model mlx_lm loads alone."""
+    text = {key: value for key, value in gemma4_text_config().items() if key != "vocab_size"}
+    return {
+        "model_type": "gemma4",
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE,
+        "text_config": text,
+        "eos_token_id": 1,
+        "pad_token_id": 0,
+        "torch_dtype": "float32",
+    }
+
+
 # name: (config builder, mlx_lm module names LoRA may target in it).
 GGUF_FAMILIES = {
     "lfm2": (wide_lfm2, ("q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3")),
@@ -292,6 +333,7 @@ NOTEBOOK_FAMILIES = {
     "ernie4_5_moe": (ernie4_5_moe_config, _DENSE_TARGETS),
     "mistral3": (mistral3_config, _DENSE_TARGETS),
     "lfm2_moe": (lfm2_moe_config, ("q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3")),
+    "gemma4_text": (gemma4_text_config, _DENSE_TARGETS),
 }
 
 

@@ -92,6 +92,8 @@ def split_weight(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Pi
         return pieces
     if name.endswith(".mlp.gate.e_score_correction_bias"):
         return [(_blk(name, "exp_probs_b.bias"), data, True)]
+    if name.endswith(".layer_scalar"):
+        return [(_blk(name, "layer_output_scale.weight"), data.reshape(1), True)]  # Gemma 4's per-layer scale
     if name.endswith(".self_attn.sinks"):
         return [(name + ".weight", data, False)]  # llama.cpp names gpt-oss's sinks as a weight
     if name.endswith(".mamba.dt_bias"):

@@ -19,6 +19,7 @@ import numpy as np
 
 from .coverage import verdict
 from .families import FAMILIES, GRANITE_4_ATTENTION_ONLY, YARN_REFUSALS, Family
+from . import gemma4
 from .architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
@@ -89,6 +90,11 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
         raise UnsupportedModel("ministral3 with sliding-window layers: llama.cpp's mistral3 attends to every position")
     if model_type == "glm4_moe":
         _refuse_glm4_moe_settings(config)
+    if model_type == "gemma4_text":
+        try:
+            gemma4.refuse_unsupported(config)
+        except gemma4.Gemma4Unsupported as error:
+            raise UnsupportedModel(str(error)) from None
     if model_type in ("lfm2", "lfm2_moe") and config.get("conv_bias"):
         raise UnsupportedModel(f"{model_type} with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
     if model_type == "lfm2_moe":
@@ -225,6 +231,9 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
         tensors[target] = data
     if family.output_required and "output.weight" not in tensors:
         tensors["output.weight"] = tensors["token_embd.weight"].copy()
+    if family.architecture == "gemma4":
+        tensors["rope_freqs.weight"] = gemma4.rope_frequency_factors(config)
+        return tensors
     scaling = rope_scaling(config)
     if scaling is not None and scaling["rope_type"] == "llama3":
         tensors["rope_freqs.weight"] = llama3_rope_factors(config, scaling)
@@ -242,6 +251,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     import gguf
 
     family = family_for(config)
+    if family.architecture == "gemma4":  # per-layer head sizes and ropes: keys of its own
+        gemma4.write_hyperparameters(writer, config, float(config.get("rms_norm_eps") or 1e-6))
+        return
     dims = head_dim(config)
     writer.add_context_length(int(config.get("max_position_embeddings") or 4096))
     writer.add_embedding_length(int(config["hidden_size"]))

@@ -65,6 +65,7 @@ FAMILIES = {
     "stablelm": Family("stablelm"),
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
     "glm4_moe": Family("glm4moe", key="GLM4_MOE"),
+    "gemma4_text": Family("gemma4"),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
 GRANITE_4_ATTENTION_ONLY = {
@@ -72,7 +73,9 @@ GRANITE_4_ATTENTION_ONLY = {
     True: Family("granitemoe", permute_rotary=True, key="GRANITE_MOE"),
 }
 # Vision-language wrappers mlx_lm loads as their language model alone: that model's config key and weight prefix.
-TEXT_WRAPPERS = {"mistral3": ("text_config", "language_model.")}
+TEXT_WRAPPERS = {"mistral3": ("text_config", "language_model."), "gemma4": ("text_config", "language_model.")}
+# Wrappers whose outer vocab_size mlx_lm copies into the language model's config.
+_OUTER_VOCAB = {"gemma4"}
 
 
 def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], Dict]:
@@ -82,6 +85,9 @@ def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] 
         return config, dict(weights or {})
     key, prefix = wrapper
     inner = {"tie_word_embeddings": False, **config[key]}  # as mlx_lm builds it
+    if config.get("model_type") in _OUTER_VOCAB and config.get("vocab_size"):
+        inner["vocab_size"] = config["vocab_size"]
+        inner["tie_word_embeddings"] = config[key].get("tie_word_embeddings", True)  # Gemma 4 ties by default
     named = {name.removeprefix(prefix): value for name, value in (weights or {}).items()}
     return inner, named
 
