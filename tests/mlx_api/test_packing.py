@@ -170,3 +170,105 @@ def test_eval_packing_is_refused_naming_the_class_the_user_built() -> None:
 
     with pytest.raises(NotImplementedError, match=r"^SFTConfig cannot train with eval_packing=True"):
         SFTConfig(output_dir="unused", eval_packing=True)
+
+
+def _llama(vocabulary: int, hidden: int = 64, layers: int = 2):
+    """An mlx-lm llama with LoRA adapters on a frozen base, its LoRA B non-zero so every adapter has a gradient."""
+    import mlx.core as mx
+    from mlx_lm.models import llama
+    from mlx_lm.tuner.utils import linear_to_lora_layers
+
+    args = llama.ModelArgs(
+        model_type="llama",
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        intermediate_size=2 * hidden,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-5,
+        vocab_size=vocabulary,
+        tie_word_embeddings=True,
+    )
+    mx.random.seed(0)
+    model = llama.Model(args)
+    model.freeze()
+    linear_to_lora_layers(model, layers, {"rank": 4, "scale": 2.0, "dropout": 0.0})
+    for _, module in model.named_modules():
+        if hasattr(module, "lora_b"):
+            module.lora_b = mx.random.normal(module.lora_b.shape) * 0.05
+    mx.eval(model.parameters())
+    return model
+
+
+def _packed_batch(vocabulary: int, width: int):
+    """Two packed sequences of three and two rows (then padding), with uneven target weights."""
+    import mlx.core as mx
+
+    tokens = mx.random.randint(0, vocabulary, (2, width), key=mx.random.key(1))
+    cuts = [[0, width // 4, width // 2, width - 3], [0, width // 3, width - 5]]
+    segments = np.zeros((2, width), dtype=np.int32)
+    for row, edges in enumerate(cuts):
+        for number, (start, end) in enumerate(zip(edges, edges[1:]), start=1):
+            segments[row, start:end] = number
+    weights = mx.random.uniform(shape=(2, width), key=mx.random.key(2)) * mx.array(segments > 0)
+    return tokens, mx.array(segments), weights
+
+
+def _whole_logits_packed_loss(model, tokens, segments, weights):
+    """The packed loss as it was before the chunked head: every sequence's whole logits at once."""
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    from unsloth.mlx.training.packing import _BlockMask, block_causal_mask
+
+    total, count = mx.array(0.0), mx.array(0.0)
+    for row in range(tokens.shape[0]):
+        seen = segments[row, :-1]
+        masks = [_BlockMask(block_causal_mask(seen))] * len(model.layers)
+        logits = model(tokens[row : row + 1, :-1], cache=masks).astype(mx.float32)
+        keep = ((segments[row, 1:] == seen) * (seen > 0) * weights[row, 1:])[None, :]
+        total = total + (nn.losses.cross_entropy(logits, tokens[row : row + 1, 1:]) * keep).sum()
+        count = count + keep.sum()
+    return total / count, count
+
+
+def _value_and_grads(model, loss, *args):
+    import mlx.core as mx
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten
+
+    (value, _), grads = nn.value_and_grad(model, loss)(model, *args)
+    mx.eval(value, grads)
+    return value.item(), dict(tree_flatten(grads))
+
+
+def test_the_packed_loss_and_gradients_are_the_whole_logits_ones() -> None:
+    import mlx.core as mx
+
+    from unsloth.mlx.training.packing import packed_cross_entropy
+
+    model = _llama(300)
+    batch = _packed_batch(300, 48)
+    chunked = _value_and_grads(model, packed_cross_entropy, *batch)
+    whole = _value_and_grads(model, _whole_logits_packed_loss, *batch)
+    assert chunked[0] == pytest.approx(whole[0], abs=1e-5)
+    assert chunked[1].keys() == whole[1].keys() and len(chunked[1]) == 2 * 7 * 2
+    for name, value in chunked[1].items():
+        assert mx.abs(value - whole[1][name]).max().item() <= 1e-5, name
+
+
+def test_a_large_vocabulary_packed_step_peaks_far_lower_than_the_whole_logits() -> None:
+    import mlx.core as mx
+
+    from unsloth.mlx.training.packing import packed_cross_entropy
+
+    model = _llama(131072, hidden=32, layers=1)
+    batch = _packed_batch(131072, 257)
+    peaks = {}
+    for name, loss in (("whole", _whole_logits_packed_loss), ("chunked", packed_cross_entropy)):
+        _value_and_grads(model, loss, *batch)
+        mx.reset_peak_memory()
+        _value_and_grads(model, loss, *batch)
+        peaks[name] = mx.get_peak_memory()
+    # One sequence's 256 positions of float32 logits are 128 MiB, and a step holds several; a chunk's are 16 MiB.
+    assert peaks["chunked"] < peaks["whole"] / 2, {name: peak / 2**20 for name, peak in peaks.items()}

@@ -139,18 +139,22 @@ def packed_cross_entropy(model: Any, tokens: Any, segments: Any, weights: Any) -
     """Mean next-token loss over targets inside their own row (and kept by `weights`), and their count.
 
     Each packed sequence runs alone, so its mask is two-dimensional and broadcasts over any attention layout (some
-    families split heads into five dimensions).
+    families split heads into five dimensions); the output head runs a chunk of positions at a time, so the whole
+    `[tokens x vocabulary]` logits never exist.
     """
     import mlx.core as mx
-    import mlx.nn as nn
+
+    from unsloth_zoo.mlx.chunked_loss import token_scores
 
     layers = len(model.layers)
     total, count = mx.array(0.0, dtype=mx.float32), mx.array(0.0, dtype=mx.float32)
     for row in range(tokens.shape[0]):
         inputs, targets, seen = tokens[row : row + 1, :-1], tokens[row : row + 1, 1:], segments[row, :-1]
-        logits = model(inputs, cache=[_BlockMask(block_causal_mask(seen))] * layers)
+        # The block mask rides in the cache slot to the body; the head then runs a chunk of positions at a time.
+        masks = [_BlockMask(block_causal_mask(seen))] * layers
+        log_probs = token_scores(model, inputs, targets, cache=masks).log_probs
         keep = ((segments[row, 1:] == seen) * (seen > 0) * weights[row, 1:])[None, :]
-        total = total + (nn.losses.cross_entropy(logits, targets) * keep).astype(mx.float32).sum()
+        total = total - (log_probs * keep).sum()
         count = count + keep.sum()
     return total / mx.maximum(count, 1), count
 
