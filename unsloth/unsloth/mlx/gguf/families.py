@@ -101,4 +101,13 @@ YARN_REFUSALS = {
 NOTES: Dict[str, str] = {
     "gemma3n": "its AltUp, Laurel and per-layer embeddings need a converter of their own",
     "gemma3": "a vision-language config: export its language model saved as gemma3_text",
+    "glm4_moe_lite": "its latent attention (mlx_lm's embed_q / unembed_out) must be written as deepseek2's "
+    "attn_k_b / attn_v_b with the MLA keys, which no converter here does yet",
+    "qwen3_5": "its gated delta-net layers (convolution, decay and gate tensors, recurrent keys) need a converter "
+    "of their own",
+    "qwen3_5_moe": "its gated delta-net layers and experts need a converter of their own",
+    "falcon_h1": "its Mamba 2 mixer beside attention in every layer, with Falcon-H1's multipliers, needs a converter "
+    "of its own",
+    "nemotron_h": "its Mamba 2, attention and MLP-only layers need a converter of their own",
+    "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
 }
