@@ -12,7 +12,8 @@ says so once.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -22,6 +23,7 @@ logger = logging.getLogger(__name__)
 #: Float32 logits one chunk may hold (16 MiB); a vocabulary of 262,144 gets 16 positions a chunk.
 CHUNK_ELEMENTS = 1 << 22
 _VERDICT_ATTRIBUTE = "_unsloth_output_head_splits"
+_CALL_VERDICT_ATTRIBUTE = "_unsloth_call_head_splits"
 _PROBE = ((1, 2, 3, 4, 5, 6, 7, 8),)
 _warned_whole: set = set()
 
@@ -121,7 +123,8 @@ def _reproduces_forward(model: Any, head: OutputHead) -> bool:
 
 
 def _say_whole_once(model: Any) -> None:
-    name = getattr(_family_args(model), "model_type", None) or type(model).__name__
+    name = getattr(model, "model_type", None) or getattr(_family_args(model), "model_type", None)
+    name = name or type(model).__name__
     if name not in _warned_whole:
         _warned_whole.add(name)
         logger.warning(
@@ -247,6 +250,19 @@ def token_scores(
     hidden = _hidden(head, inputs, cache)
     if positions is not None:
         hidden = hidden[mx.arange(hidden.shape[0])[:, None], positions]
+    return _chunked_scores(head, hidden, targets, temperature, statistics, chunk, differentiable)
+
+
+def _chunked_scores(
+    head: OutputHead,
+    hidden: mx.array,
+    targets: mx.array,
+    temperature: float,
+    statistics: bool,
+    chunk: Optional[int],
+    differentiable: bool,
+) -> TokenScores:
+    """The head over `hidden` (`[rows, width, hidden]`, one position per target) a chunk of positions at a time."""
     rows, width = targets.shape
     flat_hidden, flat_targets = hidden.reshape(rows * width, -1), targets.reshape(-1)
     size = chunk or chunk_positions(_vocabulary(head))
@@ -271,3 +287,98 @@ def token_scores(
                     pieces.setdefault(name, []).append(value)
     joined = {name: mx.concatenate(values).reshape(rows, width) for name, values in pieces.items()}
     return TokenScores(**joined)
+
+
+# ---- a language model reached through another model's own call (mlx-vlm's image-text models) -------------------
+
+
+def _call_heads(language_model: Any) -> List[OutputHead]:
+    """The heads a language model's call may end in: its `lm_head`, or its body's tied embedding, each with or
+    without the softcap it keeps as an attribute (Gemma 4)."""
+    body = language_model.get("model") if isinstance(language_model, dict) else None
+    projections = []
+    head = language_model.get("lm_head") if isinstance(language_model, dict) else None
+    if isinstance(head, nn.Module):
+        projections.append((head, head))
+    embed = body.get("embed_tokens") if isinstance(body, nn.Module) else None
+    if hasattr(embed, "as_linear"):
+        projections.append((embed, embed.as_linear))
+    softcap = float(getattr(language_model, _SOFTCAP_ATTRIBUTE, None) or 0) or None
+    caps = dict.fromkeys([softcap, None])
+    return [OutputHead(language_model, module, project, cap, 1.0) for module, project in projections for cap in caps]
+
+
+# A language model that softcaps its logits after the head keeps the cap here, and skips it when None.
+_SOFTCAP_ATTRIBUTE = "final_logit_softcapping"
+
+
+def _pass_through(hidden: mx.array) -> mx.array:
+    return hidden
+
+
+@contextmanager
+def _head_bypassed(language_model: Any) -> Iterator[None]:
+    """Within: the language model's `lm_head`, tied `as_linear` and softcap hand the hidden states on unchanged."""
+    head = language_model.get("lm_head")
+    embed = language_model["model"].get("embed_tokens") if isinstance(language_model.get("model"), dict) else None
+    if isinstance(head, nn.Module):
+        language_model.lm_head = nn.Identity()
+    if hasattr(embed, "as_linear"):
+        object.__setattr__(embed, "as_linear", _pass_through)
+    softcap = getattr(language_model, _SOFTCAP_ATTRIBUTE, None)
+    if softcap is not None:
+        object.__setattr__(language_model, _SOFTCAP_ATTRIBUTE, None)
+    try:
+        yield
+    finally:
+        if isinstance(head, nn.Module):
+            language_model.lm_head = head
+        if hasattr(embed, "as_linear"):
+            object.__delattr__(embed, "as_linear")
+        if softcap is not None:
+            object.__setattr__(language_model, _SOFTCAP_ATTRIBUTE, softcap)
+
+
+def _logits_of(output: Any) -> mx.array:
+    return getattr(output, "logits", output)
+
+
+def _call_verdict(language_model: Any, call: Callable[[], Any], heads: List[OutputHead]) -> int:
+    """Which head, applied to the call's hidden states, gives the call's own logits (-1: none does)."""
+    training = getattr(language_model, "training", False)
+    language_model.eval()
+    try:
+        whole = mx.stop_gradient(_logits_of(call())).astype(mx.float32)
+        with _head_bypassed(language_model):
+            hidden = mx.stop_gradient(_logits_of(call()))
+        tolerance = 1e-4 * max(1.0, mx.abs(whole).max().item())
+        for index, head in enumerate(heads):
+            split = _head_logits(head, hidden, 1.0)
+            if split.shape == whole.shape and mx.abs(whole - split).max().item() <= tolerance:
+                return index
+        return -1
+    except Exception:  # a call that does not end in these heads: the whole logits are used instead
+        return -1
+    finally:
+        language_model.train(training)
+
+
+def call_token_scores(
+    language_model: Any, call: Callable[[], Any], targets: mx.array, *, chunk: Optional[int] = None
+) -> TokenScores:
+    """Log-probability of `targets` under the logits `call()` returns, where the call (a vision model's own, say)
+    ends in `language_model`'s head: the call runs with the head passing hidden states through, and the head then
+    runs a chunk of positions at a time. Checked once against the call's own logits; else the whole logits."""
+    targets = targets.astype(mx.int32)
+    heads = _call_heads(language_model)
+    verdict = getattr(language_model, _CALL_VERDICT_ATTRIBUTE, None)
+    if verdict is None:
+        verdict = _call_verdict(language_model, call, heads) if heads else -1
+        object.__setattr__(language_model, _CALL_VERDICT_ATTRIBUTE, verdict)
+    if verdict < 0:
+        _say_whole_once(language_model)
+        logits = _logits_of(call()).astype(mx.float32)
+        return TokenScores(**_scores_from_logits(logits, targets, False))
+    with _head_bypassed(language_model):
+        hidden = _logits_of(call())
+    return _chunked_scores(heads[verdict], hidden, targets, 1.0, False, chunk, True)

@@ -15,6 +15,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from unsloth_zoo.mlx.chunked_loss import call_token_scores
 from unsloth_zoo.mlx.data import TokenizedRows
 
 from ..training.train_data import TrainRows, columns
@@ -121,13 +122,15 @@ def vision_loss(
     """Mean next-token loss over the masked targets inside each row's length, and their count."""
     extras = {name: value[:, :-1] if name in token_features else value for name, value in features.items()}
     pixel_values = extras.pop("pixel_values", None)
-    logits = causal_logits(model, tokens[:, :-1], pixel_values, extras)
     targets = tokens[:, 1:]
+    # mlx-vlm's own call, its language model's head then taken a chunk of positions at a time.
+    log_probs = call_token_scores(
+        model.language_model, lambda: causal_logits(model, tokens[:, :-1], pixel_values, extras), targets
+    ).log_probs
     positions = mx.arange(targets.shape[1])[None, :]
     keep = (positions < (lengths[:, None] - 1)) * weights[:, 1:]
-    per_token = nn.losses.cross_entropy(logits, targets) * keep
     count = keep.sum()
-    return per_token.astype(mx.float32).sum() / mx.maximum(count, 1), count
+    return -(log_probs * keep).sum() / mx.maximum(count, 1), count
 
 
 def vision_step(model: Any, rows: VisionTrainRows) -> Any:
