@@ -487,7 +487,7 @@ def format_goals(result: Dict[str, Any]) -> str:
         lines.append(f"- checkpointing {state}: tokens/s at least mlx_lm's in {faster} of {len(same)} cells")
         lines.append(f"- checkpointing {state}: peak memory at most mlx_lm's in {leaner} of {len(same)} cells")
     short, long = min(cell["length"] for cell in cells), max(cell["length"] for cell in cells)
-    for trainer in (OURS, MLX_LM):
+    for trainer in (OURS, MLX_LM) if short < long else ():
         for cell in cells:
             pairs = {
                 switch: [_cell(cells, cell["shape"], cell["bits"], n, switch) for n in (short, long)]

@@ -154,3 +154,10 @@ def test_tables_flag_a_checkpointing_run_that_saves_nothing_and_skip_lengths_not
         "- unsloth SFTTrainer, Llama-3.2-1B bf16: 512 to 2,048 tokens adds 345 MB with checkpointing, 300 MB without",
         "- mlx_lm train, Llama-3.2-1B bf16: 512 to 2,048 tokens adds 130 MB with checkpointing, 380 MB without",
     ]
+
+
+def test_goals_say_nothing_of_growth_when_one_length_was_measured():
+    from tools.bench_mlx_shapes import format_goals
+
+    cells = [_cell(16, 512, False, ours_peak=110, mlx_lm_peak=120), _cell(16, 512, True, ours_peak=60, mlx_lm_peak=70)]
+    assert not [line for line in format_goals({"cells": cells}).splitlines() if "tokens adds" in line]
