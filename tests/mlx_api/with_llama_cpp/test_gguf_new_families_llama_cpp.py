@@ -1,7 +1,7 @@
 """The hybrid and mixture-of-experts families, exported to GGUF and run by llama.cpp, continue a prompt as MLX does.
 
-A tiny model of each (LFM2, Granite 4.0-H with experts and dense, Granite 4.0 without Mamba layers, gpt-oss,
-gpt-oss and Qwen 3 with YaRN, Granite 3, Qwen 3 MoE, OLMo 2; `tools/kits/tiny_gguf_families.py`, 256 wide so K-quant blocks
+A tiny model of each (LFM2, Granite 4.0-H with experts and dense, Granite 4.0 without Mamba layers,
+gpt-oss with YaRN, Qwen 3 with YaRN, Granite 3, Qwen 3 MoE, OLMo 2; `tools/kits/tiny_gguf_families.py`, 256 wide so K-quant blocks
 fit) is LoRA-trained until it answers, exported in f16, q8_0 and q4_k_m, and the three files are run by one fresh
 llama.cpp process, with the bounds `test_gguf_families_llama_cpp.py` holds the first seven families to.
 """
@@ -35,9 +35,10 @@ EXTRA = {
         ("q_proj", "k_proj", "v_proj", "o_proj", "input_linear", "output_linear"),
     ),
 }
-FAMILIES = [*GGUF_FAMILIES, *EXTRA]
+# gpt-oss ships with YaRN, and its YaRN variant runs every tensor the plain one has: one trained gpt-oss (23 s) is enough.
+FAMILIES = [name for name in [*GGUF_FAMILIES, *EXTRA] if name != "gpt_oss"]
 # The expert families, with LoRA on attention only, need more steps to learn their answer.
-LONGER = {"gpt_oss": 100, "gpt_oss_yarn": 150, "qwen3_moe": 100}
+LONGER = {"gpt_oss_yarn": 150, "qwen3_moe": 100}
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
