@@ -23,6 +23,8 @@ BETA = 0.1
 LEARNING_RATE = 1e-6
 LORA_NAME = "mlx-lm-lora train_dpo"
 OURS_NAME = "unsloth DPOTrainer"
+# Our step both ways: `mx_compile` is on by default on a GPU and off on the CPU.
+OURS_NAMES = {False: f"{OURS_NAME} (uncompiled)", True: f"{OURS_NAME} (mx_compile)"}
 
 
 def lora_available() -> bool:
@@ -81,7 +83,9 @@ class _StepClock:
         return self.stamps[-1] - self.stamps[start - 1]
 
 
-def _ours_trainer(folder: Path, rows: List[dict], options: Any, steps: int, output: Path, callbacks: list) -> Any:
+def _ours_trainer(
+    folder: Path, rows: List[dict], options: Any, steps: int, output: Path, callbacks: list, compiled: bool = False
+) -> Any:
     from unsloth.mlx.rl.dpo import DPOTrainer
     from unsloth.mlx.rl.dpo_config import DPOConfig
 
@@ -102,6 +106,7 @@ def _ours_trainer(folder: Path, rows: List[dict], options: Any, steps: int, outp
         save_strategy="no",
         report_to="none",
         output_dir=str(output),
+        mx_compile=compiled,
     )
     return DPOTrainer(
         model=model, ref_model=None, args=config, train_dataset=rows, processing_class=tokenizer, callbacks=callbacks
@@ -127,9 +132,10 @@ def tokenized_pairs(folder: Path, rows: List[dict], options: Any, output: Path) 
     return pairs
 
 
-def time_ours(folder: Path, rows: List[dict], options: Any, output: Path) -> float:
+def time_ours(folder: Path, rows: List[dict], options: Any, output: Path, compiled: bool) -> float:
     clock = _StepClock()
-    trainer = _ours_trainer(folder, rows, options, options.warmup + options.dpo_steps, output, [clock])
+    steps = options.warmup + options.dpo_steps
+    trainer = _ours_trainer(folder, rows, options, steps, output, [clock], compiled)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         trainer.train()
     return clock.seconds_after(options.warmup)
@@ -201,7 +207,8 @@ def measure_dpo(folder: Path, options: Any, workdir: Path) -> Dict[str, Any]:
     tokens = options.batch * 2 * (options.dpo_prompt_len + options.dpo_answer_len) * options.dpo_steps
     runners = {
         LORA_NAME: lambda out: time_mlx_lm_lora(folder, pairs, options, out),
-        OURS_NAME: lambda out: time_ours(folder, rows, options, out),
+        OURS_NAMES[False]: lambda out: time_ours(folder, rows, options, out, False),
+        OURS_NAMES[True]: lambda out: time_ours(folder, rows, options, out, True),
     }
     seconds: Dict[str, List[float]] = {name: [] for name in runners}
     for repeat in range(options.repeats):
@@ -217,7 +224,7 @@ def measure_dpo(folder: Path, options: Any, workdir: Path) -> Dict[str, Any]:
         "steps": options.dpo_steps,
         "warmup": options.warmup,
         "repeats": options.repeats,
-        "reference": {OURS_NAME: "adapters off", LORA_NAME: "frozen base copy"},
+        "reference": {LORA_NAME: "frozen base copy", **dict.fromkeys(OURS_NAMES.values(), "adapters off")},
         "seconds": seconds,
         "tokens_per_second": rates,
         "ratio_to_mlx_lm_lora": {name: rate / rates[LORA_NAME] for name, rate in rates.items()},

@@ -161,17 +161,24 @@ def _scores_from_logits(logits: mx.array, targets: mx.array, statistics: bool) -
     return scores
 
 
-def _frozen_head_chunk(head: OutputHead, temperature: float) -> Any:
-    """A chunk's log-probabilities whose gradient is taken in the forward pass, so no logits outlive it."""
+_SCORE_NAMES = ("log_probs", "entropy", "mean_logit", "argmax_hit")
+
+
+def _frozen_head_chunk(head: OutputHead, temperature: float, statistics: bool = False) -> Any:
+    """A chunk's log-probabilities whose gradient is taken in the forward pass, so no logits outlive it; with
+    `statistics`, the (stopped-gradient) statistics come from the same logits, after `unit`."""
 
     @mx.custom_function
     def chunk(hidden: mx.array, targets: mx.array) -> Any:
-        def log_probs(inner: mx.array) -> mx.array:
-            return _scores_from_logits(_head_logits(head, inner, temperature), targets, False)["log_probs"]
+        def scores(inner: mx.array) -> List[mx.array]:
+            found = _scores_from_logits(_head_logits(head, inner, temperature), targets, statistics)
+            return [found[name] for name in _SCORE_NAMES if name in found]
 
-        values, (unit,) = mx.vjp(log_probs, [hidden], [mx.ones(targets.shape, dtype=mx.float32)])
+        ones = mx.ones(targets.shape, dtype=mx.float32)
+        cotangents = [ones] + [mx.zeros_like(ones)] * (len(_SCORE_NAMES) - 1 if statistics else 0)
+        values, (unit,) = mx.vjp(scores, [hidden], cotangents)
         # Each target depends on its own position only, so a per-target cotangent scales its row of `unit`.
-        return values[0], mx.stop_gradient(unit)
+        return (values[0], mx.stop_gradient(unit), *values[1:])
 
     @chunk.vjp
     def chunk_vjp(primals: Any, cotangents: Any, outputs: Any) -> Any:
@@ -271,7 +278,9 @@ def _chunked_scores(
     elif _head_has_trainable_weights(head):
         step = _trainable_head_chunk(head, temperature)
     else:
-        step = _frozen_head_chunk(head, temperature)
+        step = _frozen_head_chunk(head, temperature, statistics)
+    # A frozen head's chunk gives the statistics from its own logits; the others compute them again.
+    shared_statistics = statistics and differentiable and not _head_has_trainable_weights(head)
     pieces: Dict[str, list] = {}
     for start in range(0, rows * width, size):
         part_hidden, part_targets = flat_hidden[start : start + size], flat_targets[start : start + size]
@@ -280,7 +289,10 @@ def _chunked_scores(
             part_hidden = mx.depends(part_hidden, pieces["log_probs"][-1])
         found = step(part_hidden, part_targets)
         pieces.setdefault("log_probs", []).append(found[0] if isinstance(found, (tuple, list)) else found)
-        if statistics:
+        if shared_statistics:
+            for name, value in zip(_SCORE_NAMES[1:], found[2:]):
+                pieces.setdefault(name, []).append(value)
+        elif statistics:
             logits = _head_logits(head, mx.stop_gradient(part_hidden), temperature)
             for name, value in _scores_from_logits(logits, part_targets, True).items():
                 if name != "log_probs":
