@@ -35,7 +35,6 @@ REFUSED = {
         3: _MEDIA.format("image"),
         7: _MEDIA.format("audio"),
         8: _MEDIA.format("audio"),
-        28: r"GGUF export on MLX cannot write model_type 'gemma4_text'",
     },
     "falcon_h1_alpaca": {15: r"GGUF export on MLX cannot write model_type 'falcon_h1'"},
     "glm_flash": {18: r"GGUF export on MLX cannot write model_type 'glm4_moe_lite'"},
