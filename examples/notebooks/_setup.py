@@ -58,3 +58,53 @@ def write_preference_datasets(folder: Path) -> Dict[str, str]:
         path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
         paths[name] = str(path)
     return paths
+
+
+# Local stand-ins for the vision notebooks' image datasets: {dataset id: (text column, [(colour, text), ...])}.
+_SQUARES = {
+    "red": (200, 30, 30),
+    "green": (30, 170, 60),
+    "blue": (40, 60, 200),
+    "yellow": (230, 210, 40),
+}
+VISION_DATASETS = {
+    "unsloth/LaTeX_OCR": "text",
+    "unsloth/Radiology_mini": "caption",
+}
+
+
+def prepare_vision(repositories: Dict[str, str], rows: int = 16) -> Dict[str, str]:
+    """Switch MLX on, put the tiny vision model of each named family (`tools/kits/tiny_vlm_model.py`) under its Hub
+    id, move into a scratch folder and write the image datasets as Parquet: {dataset id: local Parquet path}."""
+    os.environ.setdefault("UNSLOTH_MLX", "1")
+    scratch = Path(os.environ.get("NOTEBOOK_WORKDIR") or tempfile.mkdtemp(prefix="notebook-"))
+    os.environ["HF_HOME"] = str(scratch / "hf-home")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))
+    from tools.kits.notebook_cache import build_vision_notebook_cache
+    from tools.kits.tiny_vlm_model import IMAGE_SIDES
+
+    build_vision_notebook_cache(scratch / "hf-home", repositories)
+    side = min(IMAGE_SIDES[family] for family in repositories.values())
+    files = write_image_datasets(scratch / "data", side, rows)
+    os.chdir(scratch)
+    return files
+
+
+def write_image_datasets(folder: Path, side: int, rows: int) -> Dict[str, str]:
+    """Coloured squares of `side` pixels with a sentence naming the colour, in each dataset's columns, as Parquet."""
+    from datasets import Dataset, Features, Image, Value
+    from PIL import Image as PILImage
+
+    folder.mkdir(parents=True, exist_ok=True)
+    colours = list(_SQUARES) * (rows // len(_SQUARES) + 1)
+    images = [PILImage.new("RGB", (side, side), _SQUARES[colour]) for colour in colours[:rows]]
+    sentences = [f"A {colour} square." for colour in colours[:rows]]
+    paths = {}
+    for name, column in VISION_DATASETS.items():
+        features = Features({"image": Image(), column: Value("string")})
+        path = folder / (name.split("/")[1] + ".parquet")
+        Dataset.from_dict({"image": images, column: sentences}, features=features).to_parquet(str(path))
+        paths[name] = str(path)
+    return paths

@@ -80,3 +80,16 @@ def write_datasets(folder: Path, copies: int = 16) -> Dict[str, Path]:
         "unsloth/alpaca-cleaned": _jsonl(folder / "alpaca.jsonl", alpaca),
         "unsloth/OpenMathReasoning-mini": _jsonl(folder / "openmath.jsonl", maths),
     }
+
+
+def build_vision_notebook_cache(hf_home: Path, repositories: Dict[str, str]) -> Path:
+    """Write the tiny vision model of each id's family (`tiny_vlm_model.BUILDERS`) as that id's snapshot."""
+    from tools.kits.tiny_vlm_model import BUILDERS
+
+    for repo_id, family in repositories.items():
+        organisation, name = repo_id.split("/")
+        repository = hf_home / "hub" / f"models--{organisation}--{name}"
+        BUILDERS[family](repository / "snapshots" / REVISION)
+        (repository / "refs").mkdir(parents=True, exist_ok=True)
+        (repository / "refs" / "main").write_text(REVISION, encoding="utf-8")
+    return hf_home

@@ -1,0 +1,75 @@
+"""Published vision notebooks, cell by cell (examples/notebooks/*vision*.py, run by tools/run_cells.py), each on a
+tiny model of its own mlx-vlm family under its Hub id with coloured squares in its dataset's columns.
+
+A cell MLX cannot honour must fail with its refusal by name (REFUSED). The notebooks' `import torch` and the
+memory-stat cells need torch, which this venv (the one with mlx-vlm) lacks: those cells must fail exactly on that
+(NEEDS_TORCH), and nothing else may. A gap in our code goes in GAPS (the row then reports XFAIL naming it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import NEUTRAL_CWD, REPO_ROOT
+
+NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
+CELL_COUNTS = {
+    "qwen3_vl_vision": 22,
+}
+_NO_TORCH = r"ModuleNotFoundError: No module named 'torch'"
+_TORCH_UNBOUND = r"NameError: name 'torch' is not defined"
+# {notebook: {cell index: the error}}: the torch import cell, then each cell that reads `torch.cuda`.
+NEEDS_TORCH = {
+    "qwen3_vl_vision": {2: _NO_TORCH, 14: _TORCH_UNBOUND, 16: _TORCH_UNBOUND},
+}
+# {notebook: {cell index: the refusal its error must match}}.
+REFUSED: dict = {}
+# What each run must print: the trainer's logs and the family's end of turn from a generation.
+PRINTED = {
+    "qwen3_vl_vision": ("'loss'", "'train_runtime'", "A blue square."),
+}
+# The files each notebook's save cells must leave in its working folder.
+SAVED = {
+    "qwen3_vl_vision": ("qwen_lora/adapter_config.json", "qwen_lora/adapters.safetensors"),
+}
+# {notebook: {cell index: the error it fails with today}}, where the gap lives said beside each.
+GAPS: dict = {}
+
+
+def _run(name: str, workdir: Path) -> tuple:
+    environment = {**os.environ, "UNSLOTH_MLX": "1", "NOTEBOOK_WORKDIR": str(workdir)}
+    command = [sys.executable, str(REPO_ROOT / "tools" / "run_cells.py"), str(NOTEBOOKS / f"{name}.py")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment, cwd=NEUTRAL_CWD)
+    cells = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"cell"')]
+    return result, cells
+
+
+def _assert_failed_as(failed: dict, expected: dict, stderr: str) -> None:
+    for index, pattern in expected.items():
+        assert index in failed and re.search(pattern, failed[index]), (index, failed.get(index), stderr[-3000:])
+
+
+def test_every_vision_script_is_counted() -> None:
+    assert {path.stem for path in NOTEBOOKS.glob("*vision*.py")} == set(CELL_COUNTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CELL_COUNTS))
+def test_every_cell_runs_or_is_refused_by_name(name: str, tmp_path: Path) -> None:
+    result, cells = _run(name, tmp_path)
+    assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
+    failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
+    _assert_failed_as(failed, GAPS.get(name, {}), result.stderr)
+    if name in GAPS:
+        pytest.xfail(f"cells {sorted(GAPS[name])} fail on a gap in our code: {GAPS[name]}")
+    expected = {**NEEDS_TORCH.get(name, {}), **REFUSED.get(name, {})}
+    _assert_failed_as(failed, expected, result.stderr)
+    assert set(failed) == set(expected), (failed, result.stderr[-3000:])
+    assert all(text in result.stdout for text in PRINTED[name]), result.stdout[-3000:]
+    assert all((tmp_path / file).is_file() for file in SAVED.get(name, ())), sorted(os.listdir(tmp_path))
