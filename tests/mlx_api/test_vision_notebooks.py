@@ -21,22 +21,26 @@ from .conftest import NEUTRAL_CWD, REPO_ROOT
 NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
 CELL_COUNTS = {
     "qwen3_vl_vision": 22,
+    "gemma4_e2b_vision": 22,
 }
 _NO_TORCH = r"ModuleNotFoundError: No module named 'torch'"
 _TORCH_UNBOUND = r"NameError: name 'torch' is not defined"
 # {notebook: {cell index: the error}}: the torch import cell, then each cell that reads `torch.cuda`.
 NEEDS_TORCH = {
     "qwen3_vl_vision": {2: _NO_TORCH, 14: _TORCH_UNBOUND, 16: _TORCH_UNBOUND},
+    "gemma4_e2b_vision": {2: _NO_TORCH, 15: _TORCH_UNBOUND, 17: _TORCH_UNBOUND},
 }
 # {notebook: {cell index: the refusal its error must match}}.
 REFUSED: dict = {}
 # What each run must print: the trainer's logs and the family's end of turn from a generation.
 PRINTED = {
     "qwen3_vl_vision": ("'loss'", "'train_runtime'", "A blue square."),
+    "gemma4_e2b_vision": ("'loss'", "'train_runtime'", "A blue square."),
 }
 # The files each notebook's save cells must leave in its working folder.
 SAVED = {
     "qwen3_vl_vision": ("qwen_lora/adapter_config.json", "qwen_lora/adapters.safetensors"),
+    "gemma4_e2b_vision": ("gemma_4_lora/adapter_config.json", "gemma_4_lora/chat_template.jinja"),
 }
 # {notebook: {cell index: the error it fails with today}}, where the gap lives said beside each.
 GAPS: dict = {}
