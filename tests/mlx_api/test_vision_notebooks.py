@@ -22,6 +22,7 @@ NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
 CELL_COUNTS = {
     "qwen3_vl_vision": 22,
     "gemma4_e2b_vision": 22,
+    "llama3_2_vision": 20,
 }
 _NO_TORCH = r"ModuleNotFoundError: No module named 'torch'"
 _TORCH_UNBOUND = r"NameError: name 'torch' is not defined"
@@ -29,18 +30,24 @@ _TORCH_UNBOUND = r"NameError: name 'torch' is not defined"
 NEEDS_TORCH = {
     "qwen3_vl_vision": {2: _NO_TORCH, 14: _TORCH_UNBOUND, 16: _TORCH_UNBOUND},
     "gemma4_e2b_vision": {2: _NO_TORCH, 15: _TORCH_UNBOUND, 17: _TORCH_UNBOUND},
+    "llama3_2_vision": {2: _NO_TORCH, 13: _TORCH_UNBOUND, 15: _TORCH_UNBOUND},
 }
 # {notebook: {cell index: the refusal its error must match}}.
-REFUSED: dict = {}
+REFUSED = {
+    # The notebook trains two rows per batch; mlx-vlm's mllama tower keeps only a batch's first image.
+    "llama3_2_vision": {14: r"training mllama on MLX takes one row per batch.*per_device_train_batch_size=1"},
+}
 # What each run must print: the trainer's logs and the family's end of turn from a generation.
 PRINTED = {
     "qwen3_vl_vision": ("'loss'", "'train_runtime'", "A blue square."),
     "gemma4_e2b_vision": ("'loss'", "'train_runtime'", "A blue square."),
+    "llama3_2_vision": ("A red square.",),
 }
 # The files each notebook's save cells must leave in its working folder.
 SAVED = {
     "qwen3_vl_vision": ("qwen_lora/adapter_config.json", "qwen_lora/adapters.safetensors"),
     "gemma4_e2b_vision": ("gemma_4_lora/adapter_config.json", "gemma_4_lora/chat_template.jinja"),
+    "llama3_2_vision": ("llama_lora/adapter_config.json",),
 }
 # {notebook: {cell index: the error it fails with today}}, where the gap lives said beside each.
 GAPS: dict = {}
