@@ -8,7 +8,7 @@ turned into group-relative advantages.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -100,6 +100,8 @@ class RolloutMaker:
     reward_funcs: List[Any]
     reward_func_names: List[str]
     reward_weights: List[float]
+    # Under mlx.launch: every rank's rewards in rank order and this rank's slice of them (TRL gathers them).
+    gather_rewards: Optional[Callable[[np.ndarray], Tuple[np.ndarray, slice]]] = None
 
     def prompt_text(self, prompt: Any, row: Optional[Dict[str, Any]] = None) -> str:
         """The rendered prompt; a string column of `row` that the chat template names (a gpt-oss notebook's
@@ -210,16 +212,13 @@ class RolloutMaker:
             [0 if args.mask_truncated_completions and not ended else 1] * len(ids)
             for ids, ended in zip(completion_ids, terminated)
         ]
-        scores = group_advantages(
-            self.score(rows, completions, completion_ids, state),
-            self.reward_weights,
-            generations,
-            args.scale_rewards,
-            self.reward_func_names,
-        )
+        rewards, own = self.score(rows, completions, completion_ids, state), slice(None)
+        if self.gather_rewards is not None:
+            rewards, own = self.gather_rewards(rewards)
+        scores = group_advantages(rewards, self.reward_weights, generations, args.scale_rewards, self.reward_func_names)
         metrics = {**completion_metrics([len(ids) for ids in completion_ids], terminated), **scores.metrics}
         metrics["num_tokens"] = float(sum(len(p) + len(c) for p, c in zip(all_prompt_ids, completion_ids)))
         features = None
         if all(found is not None for found in prompt_features):
             features = [found or {} for found in prompt_features for _ in range(generations)]
-        return Rollout(all_prompt_ids, completion_ids, masks, scores.advantages, metrics, features=features)
+        return Rollout(all_prompt_ids, completion_ids, masks, scores.advantages[own], metrics, features=features)

@@ -6,6 +6,10 @@ A generation batch (`generation_batch_size / num_generations` prompts, `num_gene
 sampled, scored and shuffled once, cut into `steps_per_generation` micro-batches and trained on `num_iterations`
 times, as TRL does; the loop, callbacks, schedules, clipping, checkpoints, resuming and evaluation are SFT's. The
 KL reference (`beta > 0`) is the model with its LoRA adapters off. Logs carry TRL's metric names.
+
+Under `mlx.launch` each rank samples and scores `generation_batch_size / num_generations` prompts of its own (whole
+groups), the rewards are gathered for the advantages as TRL gathers them, and the shared loop's ranks average the
+gradients, so a step is the one TRL's processes take together.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 from mlx.utils import tree_map
 
 from unsloth_zoo.mlx.data import TokenizedRows
+from unsloth_zoo.mlx.distributed import current_world
 from unsloth_zoo.mlx.optim import clip_gradients
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
@@ -116,12 +121,14 @@ class GRPOTrainer(MLXTrainer):
             args=config,
             callbacks=[*_progress_callbacks(config), *(callbacks or [])],
         )
-        if self.world.is_distributed:
+        if self.world.is_distributed and self.eval_prompt_rows is not None:
             raise NotImplementedError(
-                f"GRPOTrainer under mlx.launch ({self.world.size} ranks): GRPO on MLX samples and trains in one "
-                "process; run the script without mlx.launch"
+                f"eval_dataset under mlx.launch ({self.world.size} ranks): GRPO's evaluation samples in one process; "
+                "evaluate after training without mlx.launch"
             )
         self.rollouts.args = self.args
+        if self.world.is_distributed:
+            self.rollouts.gather_rewards = self._gather_rewards
         self.processing_class = processing_class if processing_class is not None else tokenizer
         self.train_dataset = train_dataset
         self.eval_dataset = eval_dataset
@@ -132,6 +139,7 @@ class GRPOTrainer(MLXTrainer):
         self.reference = ReferencePolicy(model) if self.args.beta != 0.0 else None
         self._rollout: Optional[Rollout] = None
         self._logged: Dict[str, List[float]] = defaultdict(list)
+        self._global_tokens = 0.0
 
     # ---- what the rollout needs, under the names the notebooks and tests call ----
 
@@ -152,16 +160,17 @@ class GRPOTrainer(MLXTrainer):
 
     def _slot_rows(self, config: Any) -> SlotRows:
         """As many slots per epoch as its micro-batches hold completions, so the loop plans TRL's step count."""
-        generations = max(math.ceil(len(self.rows) / self._prompts_per_generation(config)), 1)
+        ranks = current_world().size
+        generations = max(math.ceil(len(self.rows) / (self._prompts_per_generation(config) * ranks)), 1)
         micro = generations * config.steps_per_generation * config.num_iterations
         prompt_lengths = [len(self.rollouts.encode(row)[0]) for row in self.rows]
         longest = max(prompt_lengths) + int(config.max_completion_length)
-        return SlotRows([longest] * (micro * config.per_device_train_batch_size))
+        return SlotRows([longest] * (micro * config.per_device_train_batch_size * ranks))
 
     def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
         args = self.args
         per_generation = args.steps_per_generation * args.num_iterations
-        generations = len(self.train_rows) // (per_generation * args.per_device_train_batch_size)
+        generations = len(self.train_rows) // (per_generation * self.global_train_batch_size)
         return [
             np.array([epoch, generation, micro % args.steps_per_generation])
             for generation in range(generations)
@@ -176,7 +185,8 @@ class GRPOTrainer(MLXTrainer):
     def _prompt_rows(self, epoch: int, generation: int) -> List[Dict[str, Any]]:
         order = self._epoch_order(epoch)
         count = self._prompts_per_generation()
-        start = generation * count
+        # Each rank takes its own consecutive share of the ranks' generation batch, as TRL's processes do.
+        start = (generation * self.world.size + self.world.rank) * count
         return [self.rows[int(order[(start + offset) % len(order)])] for offset in range(count)]
 
     # ---- one generation batch ----
@@ -188,7 +198,13 @@ class GRPOTrainer(MLXTrainer):
         rollout = self.rollouts.rollout(self.model, self._prompt_rows(epoch, generation), self.state)
         for name, value in rollout.metrics.items():
             self._logged[name].append(value)
-        self.state.num_input_tokens_seen += int(rollout.metrics["num_tokens"])
+        # dapo's normalizer counts every rank's completion tokens (TRL gathers num_items_in_batch).
+        tokens, seen = self.world.collective(
+            f"step {self.state.global_step + 1}: counting the generation batch's tokens",
+            [mx.array([rollout.tokens, rollout.metrics["num_tokens"]], dtype=mx.float32)],
+        )[0]
+        self.state.num_input_tokens_seen += int(seen)
+        self._global_tokens = float(tokens)
         order = np.random.default_rng([args.seed, epoch, generation]).permutation(len(rollout.completion_ids))
         rollout = rollout.reordered(order)
         rollout.key = (epoch, generation)
@@ -227,14 +243,39 @@ class GRPOTrainer(MLXTrainer):
             self._rollout = self._generate(epoch, generation)
         rollout, size = self._rollout, args.per_device_train_batch_size
         parts = [rollout.rows(slice(int(address[2]) * size, (int(address[2]) + 1) * size)) for address in group]
-        # dapo divides by the generation batch's tokens shared out over its micro-batches, as TRL does.
-        share = rollout.tokens * args.gradient_accumulation_steps / args.steps_per_generation
+        # dapo divides by the generation batch's tokens (all ranks') shared out over its micro-batches and ranks,
+        # as TRL does; the ranks' gradients are then averaged.
+        share = self._global_tokens * args.gradient_accumulation_steps / args.steps_per_generation / self.world.size
         normalizer = share if args.loss_type == "dapo" else float(args.gradient_accumulation_steps)
         grads, loss, metrics = self.accumulate(parts, normalizer)
         for name, value in metrics.items():
             self._logged[name].append(value)
-        self._samples_seen += sum(len(part.completion_ids) for part in parts)
+        self._samples_seen += sum(len(part.completion_ids) for part in parts) * self.world.size
         return grads, loss
+
+    def _distributed_gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
+        """This rank's step on its own groups, averaged with the other ranks' (DDP's mean of the gradients)."""
+        world, what = self.world, f"step {self.state.global_step + 1}"
+        failure: Optional[BaseException] = None
+        grads, loss = None, mx.array(0.0)
+        try:
+            grads, loss = self._gradients(group)
+        except Exception as error:
+            failure = error
+        world.exchange_status(what, failure, [0])
+        if failure is not None:
+            raise failure
+        grads, (loss_sum,) = world.sum_tree(f"{what}: summing gradients", grads, [loss])
+        size = float(world.size)
+        return tree_map(lambda array: (array / size).astype(array.dtype), grads), loss_sum / size
+
+    def _gather_rewards(self, rewards: np.ndarray) -> Tuple[np.ndarray, slice]:
+        """Every rank's rewards in rank order (each rank holds as many completions) and this rank's rows."""
+        world, count = self.world, len(rewards)
+        table = np.zeros((world.size, *rewards.shape), dtype=np.float32)
+        table[world.rank] = rewards
+        (summed,) = world.collective(f"step {self.state.global_step + 1}: gathering rewards", [mx.array(table)])
+        return summed.reshape(-1, rewards.shape[1]), slice(world.rank * count, (world.rank + 1) * count)
 
     def accumulate(self, parts: List[Rollout], normalizer: float) -> Tuple[Any, mx.array, Dict[str, float]]:
         """The summed gradients and loss of these micro-batches, and TRL's loss metrics averaged over them."""
@@ -307,9 +348,13 @@ class GRPOTrainer(MLXTrainer):
     def log(self, logs: dict) -> None:
         """A training log also carries TRL's metrics, each averaged over the values since the last log."""
         if "loss" in logs and "train_loss" not in logs:
-            for name, values in self._logged.items():
-                if name != "num_tokens" and values:
-                    logs[name] = float(np.mean(values))
+            names = sorted(name for name, values in self._logged.items() if name != "num_tokens" and values)
+            means = [float(np.mean(self._logged[name])) for name in names]
+            if self.world.is_distributed and names:
+                # TRL logs metrics gathered over the processes: here each is the mean of the ranks' means.
+                (summed,) = self.world.collective("averaging the logged metrics", [mx.array(means, dtype=mx.float32)])
+                means = [float(value) / self.world.size for value in summed]
+            logs.update(zip(names, means))
             logs["num_tokens"] = float(self.state.num_input_tokens_seen)
             self._logged = defaultdict(list)
         super().log(logs)
