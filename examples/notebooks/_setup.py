@@ -88,6 +88,7 @@ def prepare_vision(repositories: Dict[str, str], rows: int = 16) -> Dict[str, st
     build_vision_notebook_cache(scratch / "hf-home", repositories)
     side = min(IMAGE_SIDES[family] for family in repositories.values())
     files = write_image_datasets(scratch / "data", side, rows)
+    files["AI4Math/MathVista:testmini"] = write_mathvista(scratch / "data", side)
     os.chdir(scratch)
     return files
 
@@ -108,3 +109,24 @@ def write_image_datasets(folder: Path, side: int, rows: int) -> Dict[str, str]:
         Dataset.from_dict({"image": images, column: sentences}, features=features).to_parquet(str(path))
         paths[name] = str(path)
     return paths
+
+
+def write_mathvista(folder: Path, side: int, questions: int = 210) -> str:
+    """MathVista's testmini columns (`decoded_image`, `image` as a path, `question`, `answer` as text): counting
+    questions about squares, every fifth answer a word so the notebook's numeric filter has rows to drop."""
+    from datasets import Dataset, Features, Image, Value
+    from PIL import Image as PILImage
+
+    rows: Dict[str, list] = {"decoded_image": [], "image": [], "question": [], "answer": []}
+    for index in range(questions):
+        count = 1 + index % 4
+        rows["decoded_image"].append(PILImage.new("RGB", (side * count, side), _SQUARES["red"]))
+        rows["image"].append(f"images/{index}.png")
+        rows["question"].append("How many red squares are in the picture")
+        rows["answer"].append("many" if index % 5 == 4 else str(count))
+    features = Features(
+        {"decoded_image": Image(), "image": Value("string"), "question": Value("string"), "answer": Value("string")}
+    )
+    path = folder / "mathvista_testmini.parquet"
+    Dataset.from_dict(rows, features=features).to_parquet(str(path))
+    return str(path)
