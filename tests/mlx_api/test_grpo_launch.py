@@ -32,12 +32,15 @@ from trl import GRPOConfig, GRPOTrainer
 model_dir, out, loss_type, scale, results = sys.argv[1:6]
 model, tokenizer = FastLanguageModel.from_pretrained(model_dir)
 model = FastLanguageModel.get_peft_model(model, r=4, lora_alpha=8)
+from vllm import SamplingParams
+# A third of the vocabulary ends a completion, so the ranks' completions hold different token counts.
+STOPS = SamplingParams(top_k=-1, stop_token_ids=list(range(0, tokenizer.vocab_size, 3)))
 def config(batch):
-    return GRPOConfig(output_dir=out, per_device_train_batch_size=batch, gradient_accumulation_steps=1, num_generations=2,
-                      max_steps=1,
-                      max_completion_length=6, learning_rate=1.0, warmup_steps=0,
-                      lr_scheduler_type="constant", optim="sgd", max_grad_norm=0.0, loss_type=loss_type, scale_rewards=scale,
-                      logging_steps=1, report_to="none", seed=7)
+    return GRPOConfig(output_dir=out, per_device_train_batch_size=batch, gradient_accumulation_steps=1,
+                      num_generations=2, max_steps=1, max_completion_length=6, vllm_sampling_params=STOPS,
+                      learning_rate=1.0, warmup_steps=0, lr_scheduler_type="constant", optim="sgd",
+                      max_grad_norm=0.0, loss_type=loss_type, scale_rewards=scale, logging_steps=1,
+                      report_to="none", seed=7)
 def save_weights(path):
     np.savez(path, **{key: np.array(value) for key, value in tree_flatten(model.trainable_parameters())})
 """
@@ -121,6 +124,8 @@ def test_two_ranks_take_the_one_process_step_on_the_same_completions(
     records = [json.loads((results / f"rank{rank}.json").read_text()) for rank in range(2)]
     # Whole groups stay on one rank: each rank sampled its own prompt's two completions.
     assert [record["seen"][0]["prompts"] for record in records] == [[PROMPTS[0]] * 2, [PROMPTS[1]] * 2]
+    lengths = [sum(len(ids) for ids in record["seen"][0]["completion_ids"]) for record in records]
+    assert lengths[0] != lengths[1], lengths  # dapo's normaliser must count both ranks' tokens to match
     names = ("rank0", "rank1", "single", "initial")
     rank0, rank1, single, initial = (dict(np.load(results / f"{name}.npz")) for name in names)
     assert all(np.array_equal(rank0[key], rank1[key]) for key in rank0)
