@@ -89,6 +89,7 @@ def prepare_vision(repositories: Dict[str, str], rows: int = 16) -> Dict[str, st
     side = min(IMAGE_SIDES[family] for family in repositories.values())
     files = write_image_datasets(scratch / "data", side, rows)
     files["AI4Math/MathVista:testmini"] = write_mathvista(scratch / "data", side)
+    files["unsloth/llava-instruct-mix-vsft-mini"] = write_llava_mix(scratch / "data", side, rows)
     os.chdir(scratch)
     return files
 
@@ -129,4 +130,25 @@ def write_mathvista(folder: Path, side: int, questions: int = 210) -> str:
     )
     path = folder / "mathvista_testmini.parquet"
     Dataset.from_dict(rows, features=features).to_parquet(str(path))
+    return str(path)
+
+
+def write_llava_mix(folder: Path, side: int, rows: int) -> str:
+    """llava-instruct-mix-vsft's columns: `messages` whose parts carry `index`, `text` and `type`, and `images`."""
+    from datasets import Dataset, Features, Image, List, Value
+
+    from PIL import Image as PILImage
+
+    part = {"index": Value("int64"), "text": Value("string"), "type": Value("string")}
+    features = Features({"messages": List({"role": Value("string"), "content": List(part)}), "images": List(Image())})
+    colours = list(_SQUARES) * (rows // len(_SQUARES) + 1)
+    data: Dict[str, list] = {"messages": [], "images": []}
+    for colour in colours[:rows]:
+        question = [{"index": None, "text": "What colour is this?", "type": "text"}]
+        question.append({"index": 0, "text": None, "type": "image"})
+        answer = [{"index": None, "text": f"A {colour} square.", "type": "text"}]
+        data["messages"].append([{"role": "user", "content": question}, {"role": "assistant", "content": answer}])
+        data["images"].append([PILImage.new("RGB", (side, side), _SQUARES[colour])])
+    path = folder / "llava_instruct_mix_vsft_mini.parquet"
+    Dataset.from_dict(data, features=features).to_parquet(str(path))
     return str(path)

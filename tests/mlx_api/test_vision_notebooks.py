@@ -24,6 +24,7 @@ CELL_COUNTS = {
     "gemma4_e2b_vision": 22,
     "llama3_2_vision": 20,
     "qwen2_5_vl_grpo_vision": 19,
+    "pixtral_vision": 16,
 }
 _NO_TORCH = r"ModuleNotFoundError: No module named 'torch'"
 _TORCH_UNBOUND = r"NameError: name 'torch' is not defined"
@@ -32,6 +33,7 @@ NEEDS_TORCH = {
     "qwen3_vl_vision": {2: _NO_TORCH, 14: _TORCH_UNBOUND, 16: _TORCH_UNBOUND},
     "gemma4_e2b_vision": {2: _NO_TORCH, 15: _TORCH_UNBOUND, 17: _TORCH_UNBOUND},
     "llama3_2_vision": {2: _NO_TORCH, 13: _TORCH_UNBOUND, 15: _TORCH_UNBOUND},
+    "pixtral_vision": {2: _NO_TORCH, 9: _TORCH_UNBOUND, 11: _TORCH_UNBOUND},
 }
 # {notebook: {cell index: the refusal its error must match}}.
 REFUSED = {
@@ -43,6 +45,7 @@ PRINTED = {
     "qwen3_vl_vision": ("'loss'", "'train_runtime'", "A blue square."),
     "gemma4_e2b_vision": ("'loss'", "'train_runtime'", "A blue square."),
     "llama3_2_vision": ("A red square.",),
+    "pixtral_vision": ("'loss'", "'train_runtime'", "'index': 0, 'text': None, 'type': 'image'"),
     "qwen2_5_vl_grpo_vision": ("rewards/formatting_reward_func/mean",),
 }
 # The files each notebook's save cells must leave in its working folder.
@@ -50,6 +53,7 @@ SAVED = {
     "qwen3_vl_vision": ("qwen_lora/adapter_config.json", "qwen_lora/adapters.safetensors"),
     "gemma4_e2b_vision": ("gemma_4_lora/adapter_config.json", "gemma_4_lora/chat_template.jinja"),
     "llama3_2_vision": ("llama_lora/adapter_config.json",),
+    "pixtral_vision": ("pixtral_lora/adapter_config.json", "pixtral_lora/adapters.safetensors"),
 }
 # {notebook: {cell index: the error it fails with today}}, where the gap lives said beside each.
 GAPS = {
