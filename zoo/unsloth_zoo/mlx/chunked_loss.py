@@ -64,7 +64,7 @@ def _candidate_heads(model: Any) -> List[OutputHead]:
     head, embed = model.get("lm_head"), body.get("embed_tokens")
     if isinstance(head, nn.Module):
         projections.append((head, head))
-    if hasattr(embed, "as_linear"):
+    if embed is not None and hasattr(embed, "as_linear"):
         projections.append((embed, embed.as_linear))
     if getattr(model, "tie_word_embeddings", False):
         projections.reverse()
@@ -313,7 +313,7 @@ def _call_heads(language_model: Any) -> List[OutputHead]:
     if isinstance(head, nn.Module):
         projections.append((head, head))
     embed = body.get("embed_tokens") if isinstance(body, nn.Module) else None
-    if hasattr(embed, "as_linear"):
+    if embed is not None and hasattr(embed, "as_linear"):
         projections.append((embed, embed.as_linear))
     softcap = float(getattr(language_model, _SOFTCAP_ATTRIBUTE, None) or 0) or None
     caps = dict.fromkeys([softcap, None])
