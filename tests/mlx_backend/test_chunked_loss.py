@@ -205,6 +205,17 @@ def test_a_large_vocabulary_step_peaks_far_lower_chunked() -> None:
     assert chunked < whole / 2, (chunked / 2**20, whole / 2**20)
 
 
+def test_logits_that_fit_one_chunk_are_still_cut_so_a_short_batch_peaks_lower() -> None:
+    # 2 rows of 500 positions at a 4,000-token vocabulary: 4.0 million float32 logits, under one 16 MiB chunk.
+    config = {**FAMILIES["llama tied"], "vocab_size": 4000, "hidden_size": 32, "num_hidden_layers": 1}
+    model = build(config)
+    tokens = mx.random.randint(0, 4000, (2, 501), key=mx.random.key(6))
+    weights = mx.ones((2, 500))
+    whole = step_peak(model, whole_logits_loss, tokens, weights)
+    chunked = step_peak(model, chunked_loss_default, tokens, weights)
+    assert chunked < whole / 2, (chunked / 2**20, whole / 2**20)
+
+
 def chunked_loss_default(model: Any, tokens: mx.array, weights: mx.array) -> mx.array:
     return -(token_scores(model, tokens[:, :-1], tokens[:, 1:]).log_probs * weights).sum() / weights.sum()
 

@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 
 #: Float32 logits one chunk may hold (16 MiB); a vocabulary of 262,144 gets 16 positions a chunk.
 CHUNK_ELEMENTS = 1 << 22
+#: Chunks a batch is cut into at least, so a chunk's logits, softmax and gradient stay a small share of what
+#: the whole logits would take even when they fit in one 16 MiB chunk (short rows, a small vocabulary).
+MIN_CHUNKS = 8
 _VERDICT_ATTRIBUTE = "_unsloth_output_head_splits"
 _CALL_VERDICT_ATTRIBUTE = "_unsloth_call_head_splits"
 _PROBE = ((1, 2, 3, 4, 5, 6, 7, 8),)
@@ -144,8 +147,12 @@ def _vocabulary(head: OutputHead) -> int:
     return int(weight.shape[0]) if isinstance(weight, mx.array) else 262144
 
 
-def chunk_positions(vocabulary: int) -> int:
-    return max(1, CHUNK_ELEMENTS // max(vocabulary, 1))
+def chunk_positions(vocabulary: int, positions: Optional[int] = None) -> int:
+    """Positions per chunk: at most CHUNK_ELEMENTS logits, and with `positions` at least MIN_CHUNKS chunks."""
+    size = max(1, CHUNK_ELEMENTS // max(vocabulary, 1))
+    if positions is not None:
+        size = min(size, -(-positions // MIN_CHUNKS))
+    return max(1, size)
 
 
 def _scores_from_logits(logits: mx.array, targets: mx.array, statistics: bool) -> Dict[str, mx.array]:
@@ -272,7 +279,7 @@ def _chunked_scores(
     """The head over `hidden` (`[rows, width, hidden]`, one position per target) a chunk of positions at a time."""
     rows, width = targets.shape
     flat_hidden, flat_targets = hidden.reshape(rows * width, -1), targets.reshape(-1)
-    size = chunk or chunk_positions(_vocabulary(head))
+    size = chunk or chunk_positions(_vocabulary(head), rows * width)
     if not differentiable:
         step = _forward_only_chunk(head, temperature)
     elif _head_has_trainable_weights(head):
