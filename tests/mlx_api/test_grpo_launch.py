@@ -35,8 +35,10 @@ model = FastLanguageModel.get_peft_model(model, r=4, lora_alpha=8)
 from vllm import SamplingParams
 # A third of the vocabulary ends a completion, so the ranks' completions hold different token counts.
 STOPS = SamplingParams(top_k=-1, stop_token_ids=list(range(0, tokenizer.vocab_size, 3)))
+# TRL's generation_batch_size counts every rank's completions: 2 ranks x 2, or one process x 4.
 def config(batch):
     return GRPOConfig(output_dir=out, per_device_train_batch_size=batch, gradient_accumulation_steps=1,
+                      generation_batch_size=4,
                       num_generations=2, max_steps=1, max_completion_length=6, vllm_sampling_params=STOPS,
                       learning_rate=1.0, warmup_steps=0, lr_scheduler_type="constant", optim="sgd",
                       max_grad_norm=0.0, loss_type=loss_type, scale_rewards=scale, logging_steps=1,
@@ -60,7 +62,8 @@ trainer.train()
 save_weights(f"{results}/rank{rank}.npz")
 logged = [entry for entry in trainer.state.log_history if "reward" in entry]
 with open(f"{results}/rank{rank}.json", "w") as handle:
-    json.dump({"seen": seen, "logged": logged}, handle)
+    json.dump({"seen": seen, "logged": logged,
+               "generation": [trainer.args.generation_batch_size, trainer.args.steps_per_generation]}, handle)
 """
 )
 
@@ -122,6 +125,7 @@ def test_two_ranks_take_the_one_process_step_on_the_same_completions(
     _finish([_start(REFERENCE_SCRIPT, reference_args, base)])
 
     records = [json.loads((results / f"rank{rank}.json").read_text()) for rank in range(2)]
+    assert [record["generation"] for record in records] == [[4, 1], [4, 1]]
     # Whole groups stay on one rank: each rank sampled its own prompt's two completions.
     assert [record["seen"][0]["prompts"] for record in records] == [[PROMPTS[0]] * 2, [PROMPTS[1]] * 2]
     lengths = [sum(len(ids) for ids in record["seen"][0]["completion_ids"]) for record in records]

@@ -7,12 +7,15 @@ each is kept. TRL's batch rule holds: the completions of one generation batch (`
 `steps_per_generation`, by default the accumulation steps) split into whole groups of `num_generations`. A batch
 size of 1 that does not is raised to `num_generations`, as CUDA Unsloth does for the notebooks; any other is refused.
 Each generation batch is trained on `num_iterations` times; its micro-batches must fill whole optimizer steps.
+`generation_batch_size` counts every rank's completions, as TRL's does; under `mlx.launch` each rank holds whole groups.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any, Dict, Tuple
+
+from unsloth_zoo.mlx.distributed import current_world
 
 from .config import RLTrainingArguments
 
@@ -112,14 +115,14 @@ class GRPOConfig(RLTrainingArguments):
     def _check_batch(self) -> None:
         if self.generation_batch_size is not None and self.steps_per_generation is not None:
             raise ValueError("give generation_batch_size or steps_per_generation, not both")
-        batch = self.per_device_train_batch_size
+        batch, ranks = self.per_device_train_batch_size, current_world().size
         if self.generation_batch_size is not None:
-            if self.generation_batch_size % batch:
+            if self.generation_batch_size % (batch * ranks):
                 raise ValueError(
                     f"generation_batch_size={self.generation_batch_size} must be a multiple of "
-                    f"per_device_train_batch_size={batch}"
+                    f"per_device_train_batch_size={batch} x {ranks} rank(s)"
                 )
-            self.steps_per_generation = self.generation_batch_size // batch
+            self.steps_per_generation = self.generation_batch_size // (batch * ranks)
         steps = self.steps_per_generation or self.gradient_accumulation_steps
         iterations = self.num_iterations
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
@@ -141,7 +144,7 @@ class GRPOConfig(RLTrainingArguments):
         if (batch * steps) % self.num_generations:
             raise ValueError(
                 f"the generation batch (per_device_train_batch_size={batch} x steps_per_generation={steps} = "
-                f"{batch * steps} completions) must divide by num_generations={self.num_generations}"
+                f"{batch * steps} completions per rank) must divide by num_generations={self.num_generations}"
             )
         self.steps_per_generation = steps
-        self.generation_batch_size = batch * steps
+        self.generation_batch_size = batch * steps * ranks

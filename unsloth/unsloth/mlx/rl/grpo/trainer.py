@@ -7,8 +7,8 @@ sampled, scored and shuffled once, cut into `steps_per_generation` micro-batches
 times, as TRL does; the loop, callbacks, schedules, clipping, checkpoints, resuming and evaluation are SFT's. The
 KL reference (`beta > 0`) is the model with its LoRA adapters off. Logs carry TRL's metric names.
 
-Under `mlx.launch` each rank samples and scores `generation_batch_size / num_generations` prompts of its own (whole
-groups), the rewards are gathered for the advantages as TRL gathers them, and the shared loop's ranks average the
+Under `mlx.launch` each rank samples and scores its share of `generation_batch_size / num_generations` prompts
+(whole groups), the rewards are gathered for the advantages as TRL gathers them, and the shared loop's ranks average the
 gradients, so a step is the one TRL's processes take together.
 """
 
@@ -156,7 +156,7 @@ class GRPOTrainer(MLXTrainer):
 
     def _prompts_per_generation(self, config: Any = None) -> int:
         config = config or self.args
-        return config.generation_batch_size // config.num_generations
+        return config.generation_batch_size // (config.num_generations * current_world().size)
 
     def _slot_rows(self, config: Any) -> SlotRows:
         """As many slots per epoch as its micro-batches hold completions, so the loop plans TRL's step count."""
