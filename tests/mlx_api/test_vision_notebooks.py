@@ -25,6 +25,7 @@ CELL_COUNTS = {
     "gemma4_e2b_vision": 22,
     "llama3_2_vision": 20,
     "qwen2_5_vl_grpo_vision": 19,
+    "gemma3_4b_grpo_vision": 20,
     "pixtral_vision": 16,
 }
 _NO_TORCH = r"ModuleNotFoundError: No module named 'torch'"
@@ -37,6 +38,8 @@ NEEDS_TORCH = {
     "pixtral_vision": {2: _NO_TORCH, 9: _TORCH_UNBOUND, 11: _TORCH_UNBOUND},
     # The torch import, then the adapter read back by safetensors in torch (`framework="pt"`).
     "qwen2_5_vl_grpo_vision": {2: _NO_TORCH, 16: _NO_TORCH},
+    # The notebook imports torch twice, in its model cell and its dataset cell.
+    "gemma3_4b_grpo_vision": {2: _NO_TORCH, 5: _NO_TORCH},
 }
 # {notebook: {cell index: the refusal its error must match}}.
 REFUSED = {
@@ -50,6 +53,7 @@ PRINTED = {
     "llama3_2_vision": ("A red square.",),
     "pixtral_vision": ("'loss'", "'train_runtime'", "'index': 0, 'text': None, 'type': 'image'"),
     "qwen2_5_vl_grpo_vision": ("rewards/formatting_reward_func/mean", "'train_runtime'", "Question:\n<|im_start|>user"),
+    "gemma3_4b_grpo_vision": ("rewards/formatting_reward_func/mean", "'train_runtime'", "<start_of_image>How many red"),
 }
 # The files each notebook's save cells must leave in its working folder.
 SAVED = {
@@ -58,6 +62,7 @@ SAVED = {
     "llama3_2_vision": ("llama_lora/adapter_config.json",),
     "pixtral_vision": ("pixtral_lora/adapter_config.json", "pixtral_lora/adapters.safetensors"),
     "qwen2_5_vl_grpo_vision": ("grpo_lora/adapter_config.json", "grpo_lora/adapter_model.safetensors"),
+    "gemma3_4b_grpo_vision": ("gemma_3_lora/adapter_config.json", "gemma_3_lora/adapters.safetensors"),
 }
 # {notebook: {cell index: the error it fails with today}}, where the gap lives said beside each.
 GAPS: Dict[str, Dict[int, str]] = {}
