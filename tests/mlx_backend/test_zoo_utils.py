@@ -47,6 +47,21 @@ def test_a_module_reads_its_version(Version) -> None:
     assert Version(module) == Version("1.2.3")
 
 
+def test_a_package_without_distribution_metadata_reads_its_imported_module(Version, monkeypatch) -> None:
+    # The MLX install's `trl` is a stand-in module that pip never installed, so importlib.metadata cannot see it.
+    module = types.ModuleType("made_up_stand_in")
+    module.__version__ = "0.23.1"
+    monkeypatch.setitem(sys.modules, "made_up_stand_in", module)
+    assert Version("made_up_stand_in") == Version("0.23.1")
+
+
+def test_a_package_without_distribution_metadata_is_imported_for_its_version(Version, tmp_path, monkeypatch) -> None:
+    (tmp_path / "made_up_unimported.py").write_text('__version__ = "3.1.4"\n', encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "made_up_unimported", raising=False)
+    assert Version("made_up_unimported") == Version("3.1.4")
+
+
 def test_a_suffix_after_the_release_sorts_just_above_it(Version) -> None:
     assert str(Version("4.57.0.dev0")) == "4.57.0.1"
     assert Version("4.57.0.dev0") > Version("4.57.0") and Version("4.57.0.dev0") < Version("4.57.1")

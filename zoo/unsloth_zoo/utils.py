@@ -8,10 +8,13 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
+import importlib.util
 import os
 import pickle
 import re
+import sys
 from functools import total_ordering
 from typing import Any, Callable, Optional, Tuple
 
@@ -91,10 +94,27 @@ def _installed(name: Optional[str]) -> Optional[str]:
         return None
 
 
+def _module_version(name: str) -> Optional[str]:
+    """The `__version__` of the module `name`, imported if it can be found and is not yet."""
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return None
+            module = importlib.import_module(name)
+        except (ImportError, ValueError):
+            return None
+    raw = getattr(module, "__version__", None)
+    return None if raw in (None, "", "unknown") else str(raw)
+
+
 def _raw_version(value: Any) -> str:
     """The version text `value` stands for: an installed package's, a module's, or the text itself."""
     if isinstance(value, str):
-        found = _installed(value) if _PACKAGE_NAME.match(value) else None
+        if not _PACKAGE_NAME.match(value):
+            return value
+        # A module with no distribution metadata (the MLX install's `trl` stand-in) still carries `__version__`.
+        found = _installed(value) or _module_version(value)
         return found if found is not None else value
     name = getattr(value, "__name__", None) or getattr(value, "__package__", None)
     raw = getattr(value, "__version__", None)

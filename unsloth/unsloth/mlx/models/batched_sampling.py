@@ -68,7 +68,7 @@ def eos_token_ids(tokenizer: Any, extra: Sequence[int] = ()) -> List[int]:
     return sorted({int(token) for token in [*found, *extra]})
 
 
-def _cut_at_stop(text: str, stops: Sequence[str], include: bool) -> Optional[tuple]:
+def cut_at_stop(text: str, stops: Sequence[str], include: bool) -> Optional[tuple]:
     """(text up to the first stop string, that string), or None when no stop string is in `text`."""
     hits = [(text.find(stop), stop) for stop in stops if stop and stop in text]
     if not hits:
@@ -113,7 +113,7 @@ def sample_batch(
                     row.finish_reason, row.stop_reason = "stop", int(response.token)
                     continue
                 if stops:
-                    cut = _cut_at_stop(tokenizer.decode(row.token_ids), stops, sampling.include_stop_str_in_output)
+                    cut = cut_at_stop(tokenizer.decode(row.token_ids), stops, sampling.include_stop_str_in_output)
                     if cut is not None:
                         row.text, row.stop_reason, row.finish_reason = cut[0], cut[1], "stop"
                         if response.finish_reason is None:

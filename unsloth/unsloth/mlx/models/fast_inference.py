@@ -174,15 +174,21 @@ def mlx_name(peft: str) -> str:
     raise ValueError(f"{peft!r} is not a PEFT LoRA weight name")
 
 
+def write_peft_adapter(model: Any, save_directory: str | Path, config: Dict[str, Any]) -> Path:
+    """The model's LoRA arrays as PEFT's `adapter_model.safetensors`, and `config` as its `adapter_config.json`."""
+    folder = Path(save_directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {peft_name(name): mx.contiguous(array.T) for name, array in _adapter_arrays(model).items()}
+    mx.save_safetensors(str(folder / PEFT_WEIGHTS_FILE), tensors, metadata={"format": "pt"})
+    (folder / PEFT_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
 def save_lora(model: Any, save_directory: str | Path) -> Path:
     """PEFT's `adapter_model.safetensors` and `adapter_config.json` for the model's LoRA adapter."""
     settings = lora_settings(model)
     if settings is None:
         raise ValueError("save_lora needs a LoRA model: call FastLanguageModel.get_peft_model(model, ...) first")
-    folder = Path(save_directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    tensors = {peft_name(name): mx.contiguous(array.T) for name, array in _adapter_arrays(model).items()}
-    mx.save_safetensors(str(folder / PEFT_WEIGHTS_FILE), tensors, metadata={"format": "pt"})
     layers = len(model.layers)
     config = {
         "peft_type": "LORA",
@@ -196,8 +202,7 @@ def save_lora(model: Any, save_directory: str | Path) -> Path:
         "layers_to_transform": list(range(layers - settings.num_layers, layers)),
         "inference_mode": True,
     }
-    (folder / PEFT_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    return folder
+    return write_peft_adapter(model, save_directory, config)
 
 
 def load_lora(model: Any, lora_path: str | Path, load_tensors: bool = True) -> LoRARequest:

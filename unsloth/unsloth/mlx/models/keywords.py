@@ -97,7 +97,14 @@ TEXT_LOAD_USED = (
     "use_gradient_checkpointing",
     "text_only",
 )
-VISION_LOAD_USED = ("token", "revision", "load_in_4bit", "load_in_8bit", "use_gradient_checkpointing")
+VISION_LOAD_USED = (
+    "token",
+    "revision",
+    "load_in_4bit",
+    "load_in_8bit",
+    "fast_inference",
+    "use_gradient_checkpointing",
+)
 TEXT_PEFT_USED = ("modules_to_save", "use_gradient_checkpointing")
 VISION_PEFT_USED = (
     "finetune_vision_layers",

@@ -28,6 +28,7 @@ from ..models.main_rank import write_on_main_rank_only
 from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
 from .collator import UnslothVisionDataCollator
 from . import trainer_rows  # noqa: F401  registers the vision rows with the trainer below
+from .fast_inference import attach_vision_fast_inference, attach_vision_save_lora
 from .generation import attach_generate
 from .merged import SOURCE_FOLDER_ATTRIBUTE, save_vision_merged
 from .text_calls import accept_text_calls
@@ -87,7 +88,13 @@ class FastVisionModel:
         if adapter is not None:
             base, bits = adapter_base(folder, adapter, bits)
             model, processor = FastVisionModel.from_pretrained(
-                base, max_seq_length, dtype, load_in_4bit=bits == 4, load_in_8bit=bits == 8, token=token
+                base,
+                max_seq_length,
+                dtype,
+                load_in_4bit=bits == 4,
+                load_in_8bit=bits == 8,
+                token=token,
+                fast_inference=kwargs.get("fast_inference"),
             )
             return request_gradient_checkpointing(load_vision_adapter(model, folder, adapter), kwargs), processor
         if not folder.is_dir():
@@ -111,6 +118,10 @@ class FastVisionModel:
         model.save_pretrained_gguf = MethodType(_refuse_gguf, model)
         model.push_to_hub_gguf = MethodType(_refuse_gguf, model)
         attach_generate(model, processor)
+        attach_vision_save_lora(model)
+        if kwargs.get("fast_inference"):
+            # vLLM's calls (fast_generate, save_lora, load_lora), decoded by mlx-vlm.
+            attach_vision_fast_inference(model, processor)
         write_on_main_rank_only(model)
         write_on_main_rank_only(processor)
         return request_gradient_checkpointing(model, kwargs), processor
