@@ -81,7 +81,7 @@ def test_a_batch_of_one_is_raised_to_num_generations_as_cuda_unsloth_does(tmp_pa
 @pytest.mark.parametrize(
     ("overrides", "error", "message"),
     [
-        ({"per_device_train_batch_size": 6}, ValueError, r"6 completions\) must divide by num_generations=4"),
+        ({"per_device_train_batch_size": 6}, ValueError, r"6 completions per rank\) must divide by num_generations=4"),
         ({"num_generations": 1}, ValueError, r"num_generations must be an integer of at least 2"),
         ({"loss_type": "cispo"}, NotImplementedError, r"loss_type='cispo' is not available on MLX"),
         ({"scale_rewards": "rows"}, ValueError, r"scale_rewards must be"),
