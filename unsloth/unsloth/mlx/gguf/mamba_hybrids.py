@@ -108,7 +108,9 @@ def _refuse_nemotron_h(args: Any) -> None:
     if "E" not in args.hybrid_override_pattern:
         return
     if args.n_shared_experts is None:
-        raise MambaHybridUnsupported("nemotron_h with experts but no shared expert: llama.cpp's nemotron_h_moe needs one")
+        raise MambaHybridUnsupported(
+            "nemotron_h with experts but no shared expert: llama.cpp's nemotron_h_moe needs one"
+        )
     if args.mlp_bias:
         raise MambaHybridUnsupported(
             "nemotron_h with experts and mlp_bias=True: llama.cpp's shared expert and latent projections have no bias"
