@@ -136,6 +136,12 @@ def test_nemotron_h_marks_each_block_kind_by_its_kv_heads_and_feed_forward_width
     assert {name.split(".")[1] for name in shapes if ".attn_norm." in name} == {"0", "1", "2", "3"}
 
 
+def test_nemotron_h_has_as_many_blocks_as_its_pattern_whatever_num_hidden_layers_says(tmp_path):
+    reader, tensors, _ = _export(tmp_path, {**nemotron_h_config(), "num_hidden_layers": 2})  # mlx_lm builds 4
+    assert _key(reader, "nemotron_h.block_count") == 4
+    assert "blk.3.ffn_down.weight" in tensors
+
+
 def test_nemotron_h_with_experts_is_nemotron_h_moe_with_its_routing_keys(tmp_path):
     reader, tensors, source = _export(tmp_path, nemotron_h_moe_config())
     shapes = _shapes(tensors)

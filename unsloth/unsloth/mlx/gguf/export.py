@@ -18,7 +18,7 @@ import numpy as np
 
 from .convert import family_for, gguf_tensors, write_gguf
 from .families import unwrap_text_model
-from .mamba_hybrids import embedding_name
+from .mamba_hybrids import embedding_name, with_layer_count
 from .file_types import (
     UNIFORM_TYPES,
     available_methods,
@@ -72,6 +72,7 @@ def save_pretrained_gguf(
     model = dequantized_copy(model)
     source = model_config(model)
     config, weights = unwrap_text_model(source, merged_weights(model))
+    config = with_layer_count(config)
     embeddings = weights[embedding_name(config)]
     own_float = _OWN_DTYPE_METHODS.get(embeddings.dtype, "f32")
     methods = list(dict.fromkeys(resolve_method(method, own_float) for method in requested))

@@ -59,6 +59,14 @@ def pattern(config: Dict[str, Any]) -> List[str]:
     return list(_mlx_args(config).hybrid_override_pattern)
 
 
+def with_layer_count(config: Dict[str, Any]) -> Dict[str, Any]:
+    """Nemotron-H's config with the layer count mlx_lm builds (one per pattern entry, whatever num_hidden_layers
+    says); any other config as it is."""
+    if config.get("model_type") != "nemotron_h":
+        return config
+    return {**config, "num_hidden_layers": len(pattern(config))}
+
+
 def has_experts(config: Dict[str, Any]) -> bool:
     return config.get("model_type") == "nemotron_h" and "E" in pattern(config)
 
