@@ -26,6 +26,8 @@ NEMOTRON_H_MOE = Family("nemotron_h_moe", key="NEMOTRON_H_MOE")
 # Each weight's layer, under either family's prefix.
 _LAYER = re.compile(r"^(?:model|backbone)\.layers\.(\d+)\.")
 _MIXER = re.compile(r"\.(?:mamba|mixer)\.")
+# The mlx_lm argument saying whether the Mamba convolution has a bias, per family.
+_CONV_BIAS = {"falcon_h1": "mamba_conv_bias", "nemotron_h": "use_conv_bias"}
 # (name, data, whether name is already llama.cpp's), as architectures.Piece.
 Piece = Tuple[str, np.ndarray, bool]
 
@@ -143,7 +145,9 @@ def feed_forward_lengths(config: Dict[str, Any]) -> List[int]:
 
 
 def rms_norm_eps(config: Dict[str, Any]) -> float:
-    return float(config["layer_norm_epsilon"] if config["model_type"] == "nemotron_h" else config["rms_norm_eps"])
+    """The norms' epsilon mlx_lm uses: Nemotron-H keeps it as layer_norm_epsilon."""
+    args = _mlx_args(config)
+    return float(args.layer_norm_epsilon if config["model_type"] == "nemotron_h" else args.rms_norm_eps)
 
 
 def split_weight(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
@@ -176,10 +180,6 @@ def split_weight(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Pi
     if name.endswith(".fc2_latent_proj.weight"):
         return [(_blk(name, "ffn_latent_up.weight"), data, True)]
     return [(name, data, False)]
-
-
-# The mlx_lm argument saying whether the Mamba convolution has a bias, per family.
-_CONV_BIAS = {"falcon_h1": "mamba_conv_bias", "nemotron_h": "use_conv_bias"}
 
 
 def _falcon_h1_embeddings(data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
