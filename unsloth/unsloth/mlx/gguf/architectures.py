@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
+from . import mamba_hybrids
+
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.")
 # mlx_lm stacks each expert projection into one (experts, out, in) array under `switch_mlp`.
 _STACKED_EXPERTS = re.compile(r"\.(?:switch_mlp|experts)\.(gate|up|down)_proj\.weight$")
@@ -53,13 +55,18 @@ def attention_layers(config: Dict[str, Any]) -> Optional[List[bool]]:
 
 def kv_head_counts(config: Dict[str, Any]) -> Union[int, List[int]]:
     """head_count_kv: one number, or one per layer with 0 marking a recurrent layer (how llama.cpp finds them)."""
+    if config.get("model_type") == "nemotron_h":
+        return mamba_hybrids.kv_head_counts(config)
     kv_heads = int(config.get("num_key_value_heads") or config["num_attention_heads"])
     attends = attention_layers(config)
     return kv_heads if attends is None else [kv_heads if attention else 0 for attention in attends]
 
 
-def feed_forward_length(config: Dict[str, Any]) -> int:
-    """The dense MLP width llama.cpp reads: LFM2's `block_ff_dim`, shrunk and rounded as its config asks."""
+def feed_forward_length(config: Dict[str, Any]) -> Union[int, List[int]]:
+    """The dense MLP width llama.cpp reads: LFM2's `block_ff_dim`, shrunk and rounded as its config asks;
+    Nemotron-H's per layer."""
+    if config.get("model_type") == "nemotron_h":
+        return mamba_hybrids.feed_forward_lengths(config)
     if config.get("model_type") != "lfm2":
         return int(config["intermediate_size"])
     width = int(config.get("block_ff_dim") or config["intermediate_size"])
@@ -78,6 +85,8 @@ def ssm_inner_size(config: Dict[str, Any]) -> int:
 
 def split_weight(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
     """One MLX weight as the llama.cpp tensors it becomes (usually itself, renamed later by the name map)."""
+    if config.get("model_type") in mamba_hybrids.MODEL_TYPES:
+        return mamba_hybrids.split_weight(name, data, config)
     experts = _STACKED_EXPERTS.search(name)
     if experts is not None:
         return [(_blk(name, f"ffn_{experts.group(1)}_exps.weight"), data, True)]
@@ -146,6 +155,8 @@ def write_family_keys(writer: Any, config: Dict[str, Any], architecture: str) ->
     if architecture in ("granite", "granitehybrid"):
         # These graphs apply rotary embeddings only when this flag is set (granitemoe's always do).
         writer.add_rope_scaling_finetuned(config.get("position_embedding_type", "rope") != "nope")
+    if architecture in mamba_hybrids.ARCHITECTURES:
+        mamba_hybrids.write_keys(writer, config, architecture)
     if architecture == "gpt-oss":
         writer.add_expert_feed_forward_length(int(config["intermediate_size"]))
         writer.add_sliding_window(int(config["sliding_window"]))

@@ -19,7 +19,7 @@ import numpy as np
 
 from .coverage import verdict
 from .families import FAMILIES, GRANITE_4_ATTENTION_ONLY, YARN_REFUSALS, Family
-from . import gemma4
+from . import gemma4, mamba_hybrids
 from .architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
@@ -43,6 +43,8 @@ def family_for(config: Dict[str, Any]) -> Family:
     _refuse_unsupported_settings(config)
     if model_type == "granitemoehybrid" and "mamba" not in config.get("layer_types", ["mamba"]):
         return GRANITE_4_ATTENTION_ONLY[has_experts(config)]
+    if model_type in mamba_hybrids.MODEL_TYPES:
+        return mamba_hybrids.family_for(config, FAMILIES[model_type])
     return FAMILIES[str(model_type)]
 
 
@@ -94,6 +96,11 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
         try:
             gemma4.refuse_unsupported(config)
         except gemma4.Gemma4Unsupported as error:
+            raise UnsupportedModel(str(error)) from None
+    if model_type in mamba_hybrids.MODEL_TYPES:
+        try:
+            mamba_hybrids.refuse_unsupported(config)
+        except mamba_hybrids.MambaHybridUnsupported as error:
             raise UnsupportedModel(str(error)) from None
     if model_type in ("lfm2", "lfm2_moe") and config.get("conv_bias"):
         raise UnsupportedModel(f"{model_type} with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
@@ -240,6 +247,12 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
     return tensors
 
 
+def _rms_norm_eps(config: Dict[str, Any]) -> float:
+    if config.get("model_type") in mamba_hybrids.MODEL_TYPES:
+        return mamba_hybrids.rms_norm_eps(config)
+    return float(config.get("rms_norm_eps") or config.get("norm_eps") or 1e-6)
+
+
 def _sliding_layers(config: Dict[str, Any]) -> List[bool]:
     """Gemma 3's local layers: all but every `sliding_window_pattern`-th."""
     pattern = int(config.get("sliding_window_pattern") or 6)
@@ -265,7 +278,7 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     writer.add_value_length(dims)
     writer.add_rope_dimension_count(int(dims * float(config.get("partial_rotary_factor") or 1.0)))
     writer.add_rope_freq_base(rope_base(config))
-    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps") or config.get("norm_eps") or 1e-6))
+    writer.add_layer_norm_rms_eps(_rms_norm_eps(config))
     layer_norm_eps = config.get("layer_norm_eps") or config.get("layer_norm_epsilon") or config.get("norm_epsilon")
     if layer_norm_eps:  # the families normed by LayerNorm read this key instead
         writer.add_layer_norm_eps(float(layer_norm_eps))

@@ -18,6 +18,7 @@ import numpy as np
 
 from .convert import family_for, gguf_tensors, write_gguf
 from .families import unwrap_text_model
+from .mamba_hybrids import embedding_name, with_layer_count
 from .file_types import (
     UNIFORM_TYPES,
     available_methods,
@@ -71,7 +72,9 @@ def save_pretrained_gguf(
     model = dequantized_copy(model)
     source = model_config(model)
     config, weights = unwrap_text_model(source, merged_weights(model))
-    own_float = _OWN_DTYPE_METHODS.get(weights["model.embed_tokens.weight"].dtype, "f32")
+    config = with_layer_count(config)
+    embeddings = weights[embedding_name(config)]
+    own_float = _OWN_DTYPE_METHODS.get(embeddings.dtype, "f32")
     methods = list(dict.fromkeys(resolve_method(method, own_float) for method in requested))
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
@@ -79,7 +82,7 @@ def save_pretrained_gguf(
     (folder / "config.json").write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
     # Quantizing from float32 loses the least, whatever the model's own type.
     tensors = gguf_tensors(_as_float32(weights), config)
-    keys = tokenizer_keys(folder, int(weights["model.embed_tokens.weight"].shape[0]))
+    keys = tokenizer_keys(folder, int(embeddings.shape[0]))
     paths = []
     for method in methods:
         path = folder / f"unsloth.{file_label(method)}.gguf"

@@ -66,6 +66,9 @@ FAMILIES = {
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
     "glm4_moe": Family("glm4moe", key="GLM4_MOE"),
     "gemma4_text": Family("gemma4"),
+    # Mamba 2 hybrids (mamba_hybrids): Nemotron-H with experts is written as nemotron_h_moe.
+    "falcon_h1": Family("falcon-h1", key="FALCON_H1"),
+    "nemotron_h": Family("nemotron_h"),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
 GRANITE_4_ATTENTION_ONLY = {
@@ -106,8 +109,5 @@ NOTES: Dict[str, str] = {
     "qwen3_5": "its gated delta-net layers (convolution, decay and gate tensors, recurrent keys) need a converter "
     "of their own",
     "qwen3_5_moe": "its gated delta-net layers and experts need a converter of their own",
-    "falcon_h1": "its Mamba 2 mixer beside attention in every layer, with Falcon-H1's multipliers, needs a converter "
-    "of its own",
-    "nemotron_h": "its Mamba 2, attention and MLP-only layers need a converter of their own",
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
 }

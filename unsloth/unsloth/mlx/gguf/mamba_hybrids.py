@@ -1,0 +1,228 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Falcon-H1 and Nemotron-H (Mamba 2 hybrids) as llama.cpp's falcon-h1, nemotron_h and nemotron_h_moe.
+
+Falcon-H1 runs a Mamba 2 mixer beside attention in every block; Nemotron-H gives each block one mixer, Mamba 2,
+attention (no rotary embeddings), a relu² MLP or sigmoid-routed experts, as its `hybrid_override_pattern` says.
+mlx_lm folds Falcon-H1's multipliers into the weights when it loads a Hub checkpoint, except the tied head's
+`lm_head_multiplier / embedding_multiplier`, which it applies to the logits: that one is written into an output
+matrix here, since llama.cpp's falcon-h1 graph applies no multiplier. Shapes and keys follow llama.cpp's loader
+(`src/models/falcon-h1.cpp`, `nemotron-h.cpp`, `mamba-base.cpp`, llama-cpp-python 0.3.36).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from .families import Family
+
+MODEL_TYPES = ("falcon_h1", "nemotron_h")
+ARCHITECTURES = ("falcon-h1", "nemotron_h", "nemotron_h_moe")
+NEMOTRON_H_MOE = Family("nemotron_h_moe", key="NEMOTRON_H_MOE")
+# Each weight's layer, under either family's prefix.
+_LAYER = re.compile(r"^(?:model|backbone)\.layers\.(\d+)\.")
+_MIXER = re.compile(r"\.(?:mamba|mixer)\.")
+# The mlx_lm argument saying whether the Mamba convolution has a bias, per family.
+_CONV_BIAS = {"falcon_h1": "mamba_conv_bias", "nemotron_h": "use_conv_bias"}
+# (name, data, whether name is already llama.cpp's), as architectures.Piece.
+Piece = Tuple[str, np.ndarray, bool]
+
+
+class MambaHybridUnsupported(NotImplementedError):
+    """A Falcon-H1 or Nemotron-H setting llama.cpp's graph does not reproduce as mlx_lm runs it."""
+
+
+def _blk(name: str, tensor: str) -> str:
+    match = _LAYER.match(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not a per-layer weight")
+    return f"blk.{match.group(1)}.{tensor}"
+
+
+def _mlx_args(config: Dict[str, Any]) -> Any:
+    """The model arguments mlx_lm builds from the config, with its defaults for the keys the config leaves out."""
+    import importlib
+
+    module = importlib.import_module(f"mlx_lm.models.{config['model_type']}")
+    return module.ModelArgs.from_dict(config)
+
+
+def embedding_name(config: Dict[str, Any]) -> str:
+    """The token embedding's weight name in mlx_lm's model."""
+    return "backbone.embeddings.weight" if config.get("model_type") == "nemotron_h" else "model.embed_tokens.weight"
+
+
+def pattern(config: Dict[str, Any]) -> List[str]:
+    """Nemotron-H's block kinds, one character each (M Mamba 2, * attention, - MLP, E experts), as mlx_lm reads them."""
+    return list(_mlx_args(config).hybrid_override_pattern)
+
+
+def with_layer_count(config: Dict[str, Any]) -> Dict[str, Any]:
+    """Nemotron-H's config with the layer count mlx_lm builds (one per pattern entry, whatever num_hidden_layers
+    says); any other config as it is."""
+    if config.get("model_type") != "nemotron_h":
+        return config
+    return {**config, "num_hidden_layers": len(pattern(config))}
+
+
+def has_experts(config: Dict[str, Any]) -> bool:
+    return config.get("model_type") == "nemotron_h" and "E" in pattern(config)
+
+
+def family_for(config: Dict[str, Any], listed: Family) -> Family:
+    """Nemotron-H with experts is llama.cpp's nemotron_h_moe, as its converter writes it; the rest as listed."""
+    return NEMOTRON_H_MOE if has_experts(config) else listed
+
+
+def refuse_unsupported(config: Dict[str, Any]) -> None:
+    """Name each setting exported files would not run as the MLX model did, before any work."""
+    args = _mlx_args(config)
+    if config["model_type"] == "falcon_h1":
+        _refuse_falcon_h1(args)
+    else:
+        _refuse_nemotron_h(args)
+
+
+def _refuse_falcon_h1(args: Any) -> None:
+    if args.mamba_proj_bias or args.projectors_bias:
+        raise MambaHybridUnsupported(
+            "falcon_h1 with mamba_proj_bias or projectors_bias: llama.cpp's falcon-h1 has no Mamba projection biases"
+        )
+    if args.attention_bias:
+        raise MambaHybridUnsupported("falcon_h1 with attention_bias=True: llama.cpp's falcon-h1 drops o_proj's bias")
+    if args.mamba_d_ssm != args.mamba_n_heads * args.mamba_d_head:
+        raise MambaHybridUnsupported("falcon_h1 with mamba_d_ssm other than mamba_n_heads * mamba_d_head")
+    if args.mamba_rms_norm and args.mamba_norm_before_gate:
+        raise MambaHybridUnsupported(
+            "falcon_h1 with mamba_norm_before_gate=True: llama.cpp gates the Mamba output before its norm"
+        )
+    if args.mamba_rms_norm and args.mamba_n_groups > 1:
+        raise MambaHybridUnsupported(
+            "falcon_h1 with mamba_rms_norm and mamba_n_groups > 1: mlx_lm norms the whole Mamba output at once, "
+            "llama.cpp each group"
+        )
+
+
+def _refuse_nemotron_h(args: Any) -> None:
+    if args.mamba_proj_bias:
+        raise MambaHybridUnsupported("nemotron_h with mamba_proj_bias=True: llama.cpp's nemotron_h has no such biases")
+    low, high = args.time_step_limit
+    if float(low) > 0.0 or math.isfinite(float(high)):
+        raise MambaHybridUnsupported(
+            f"nemotron_h with time_step_limit={tuple(args.time_step_limit)!r}: llama.cpp's scan never clips the step"
+        )
+    if "E" not in args.hybrid_override_pattern:
+        return
+    if args.n_shared_experts is None:
+        raise MambaHybridUnsupported(
+            "nemotron_h with experts but no shared expert: llama.cpp's nemotron_h_moe needs one"
+        )
+    if args.mlp_bias:
+        raise MambaHybridUnsupported(
+            "nemotron_h with experts and mlp_bias=True: llama.cpp's shared expert and latent projections have no bias"
+        )
+    if int(args.n_group or 1) > 1 and int(args.topk_group or 1) < int(args.n_group):
+        raise MambaHybridUnsupported(
+            "nemotron_h choosing experts within topk_group of n_group groups: llama.cpp's nemotron_h_moe reads no groups"
+        )
+
+
+def kv_head_counts(config: Dict[str, Any]) -> List[int]:
+    """head_count_kv per layer: 0 outside attention, which is how llama.cpp tells the other layers apart."""
+    kv_heads = int(config.get("num_key_value_heads") or config["num_attention_heads"])
+    return [kv_heads if kind == "*" else 0 for kind in pattern(config)]
+
+
+def feed_forward_lengths(config: Dict[str, Any]) -> List[int]:
+    """feed_forward_length per layer: nonzero only in the MLP and expert layers, as llama.cpp's loader reads it."""
+    args = _mlx_args(config)
+    widths = {"-": int(args.intermediate_size), "E": int(args.moe_intermediate_size or 0)}
+    return [widths.get(kind, 0) for kind in args.hybrid_override_pattern]
+
+
+def rms_norm_eps(config: Dict[str, Any]) -> float:
+    """The norms' epsilon mlx_lm uses: Nemotron-H keeps it as layer_norm_epsilon."""
+    args = _mlx_args(config)
+    return float(args.layer_norm_epsilon if config["model_type"] == "nemotron_h" else args.rms_norm_eps)
+
+
+def split_weight(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+    """One MLX weight as the llama.cpp tensors it becomes, the Mamba 2 ones reshaped as llama.cpp holds them."""
+    if name == "model.embed_tokens.weight" and config["model_type"] == "falcon_h1":
+        return _falcon_h1_embeddings(data, config)
+    if _MIXER.search(name) is None:
+        return [(name, data, False)]
+    if name.endswith(".conv1d.weight"):
+        pieces = [(name, data.reshape(data.shape[0], -1), False)]  # (channels, kernel, 1) to a 2-D kernel
+        if not getattr(_mlx_args(config), _CONV_BIAS[config["model_type"]]):
+            # llama.cpp's Mamba 2 graph adds the convolution bias unconditionally: none is zeros.
+            pieces.append((_blk(name, "ssm_conv1d.bias"), np.zeros(data.shape[0], dtype=np.float32), True))
+        return pieces
+    if name.endswith(".dt_bias"):
+        return [(_blk(name, "ssm_dt.bias"), data, True)]
+    if name.endswith(".A_log"):
+        return [(_blk(name, "ssm_a"), -np.exp(data).reshape(-1, 1), True)]  # llama.cpp stores A, one per head
+    if name.endswith(".D"):
+        return [(_blk(name, "ssm_d"), data.reshape(-1, 1), True)]
+    if name.endswith(".norm.weight"):
+        groups = int(config.get("mamba_n_groups") or config.get("n_groups") or 1)
+        return [(_blk(name, "ssm_norm.weight"), data.reshape(groups, -1), True)]  # normed per group
+    if name.endswith(".switch_mlp.fc1.weight"):
+        return [(_blk(name, "ffn_up_exps.weight"), data, True)]
+    if name.endswith(".switch_mlp.fc2.weight"):
+        return [(_blk(name, "ffn_down_exps.weight"), data, True)]
+    if name.endswith(".gate.e_score_correction_bias"):
+        return [(_blk(name, "exp_probs_b.bias"), data, True)]
+    if name.endswith(".fc2_latent_proj.weight"):
+        return [(_blk(name, "ffn_latent_up.weight"), data, True)]
+    return [(name, data, False)]
+
+
+def _falcon_h1_embeddings(data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+    """The token embeddings, and for a tied head whose logits mlx_lm scales, the output matrix with that scale."""
+    pieces: List[Piece] = [("model.embed_tokens.weight", data, False)]
+    args = _mlx_args(config)
+    scale = float(args.lm_head_multiplier) / float(args.embedding_multiplier)
+    if args.tie_word_embeddings and scale != 1.0:
+        pieces.append(("output.weight", data * np.float32(scale), True))
+    return pieces
+
+
+def write_keys(writer: Any, config: Dict[str, Any], architecture: str) -> None:
+    """The Mamba 2 keys both families need, and Nemotron-H's expert keys."""
+    args = _mlx_args(config)
+    if architecture == "falcon-h1":
+        inner, heads, groups, state, kernel = (
+            args.mamba_d_ssm,
+            args.mamba_n_heads,
+            args.mamba_n_groups,
+            args.mamba_d_state,
+            args.mamba_d_conv,
+        )
+        writer.add_vocab_size(int(args.vocab_size))
+    else:
+        inner, heads, groups = args.mamba_num_heads * args.mamba_head_dim, args.mamba_num_heads, args.n_groups
+        state, kernel = args.ssm_state_size, args.conv_kernel
+    writer.add_ssm_conv_kernel(int(kernel))
+    writer.add_ssm_state_size(int(state))
+    writer.add_ssm_group_count(int(groups))
+    writer.add_ssm_inner_size(int(inner))
+    writer.add_ssm_time_step_rank(int(heads))  # llama.cpp reads the SSM head count here
+    if architecture == "nemotron_h_moe":
+        _write_nemotron_h_experts(writer, args)
+
+
+def _write_nemotron_h_experts(writer: Any, args: Any) -> None:
+    writer.add_expert_count(int(args.n_routed_experts))
+    writer.add_expert_used_count(int(args.num_experts_per_tok))
+    writer.add_expert_feed_forward_length(int(args.moe_intermediate_size))
+    writer.add_expert_shared_feed_forward_length(int(args.moe_shared_expert_intermediate_size or 0))
+    writer.add_expert_shared_count(int(args.n_shared_experts or 0))
+    writer.add_expert_weights_norm(bool(args.norm_topk_prob) and int(args.num_experts_per_tok) > 1)
+    writer.add_expert_weights_scale(float(args.routed_scaling_factor or 1.0))
+    if args.moe_latent_size:
+        writer.add_moe_latent_size(int(args.moe_latent_size))
