@@ -27,7 +27,12 @@ _SMALL = {
     "head_dim": HEAD,
     "linear_key_head_dim": LINEAR_HEAD,
     "linear_value_head_dim": LINEAR_HEAD,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 5000.0, "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 1]},
+    "rope_parameters": {
+        "rope_type": "default",
+        "rope_theta": 5000.0,
+        "partial_rotary_factor": 0.25,
+        "mrope_section": [1, 1, 1],
+    },
 }
 
 
@@ -176,3 +181,13 @@ def test_a_flat_qwen3_5_config_is_read_as_its_language_model():
     assert config["model_type"] == "qwen3_5_text" and config["linear_num_value_heads"] == VALUE_HEADS
     assert list(weights) == ["model.norm.weight"]
     assert family_for(config).architecture == "qwen35"
+
+
+def test_qwen3_5s_own_splitting_regex_is_written_as_llama_cpps_qwen35_pre_tokenizer():
+    from transformers.models.qwen3_5.tokenization_qwen3_5 import PRETOKENIZE_REGEX
+
+    from unsloth.mlx.gguf.tokenizer import byte_level_pre_name
+
+    split = {"type": "Split", "pattern": {"Regex": PRETOKENIZE_REGEX}, "behavior": "Isolated", "invert": False}
+    pre = {"type": "Sequence", "pretokenizers": [split, {"type": "ByteLevel", "use_regex": False}]}
+    assert byte_level_pre_name(pre) == "qwen35"

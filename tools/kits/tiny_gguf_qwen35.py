@@ -1,7 +1,7 @@
 """Tiny Qwen 3.5 models (dense and with experts) for GGUF export, 256 wide so K-quant blocks fit their rows.
 
 Each is written as published: the vision-language wrapper with the language model's config under `text_config`,
-which mlx_lm loads alone. Two linear-attention (gated delta-net) blocks, each followed by a full-attention block;
+which mlx_lm loads alone. A linear-attention (gated delta-net) block, then a full-attention block;
 twice as many value heads as key heads, so the value heads' order in the exported file matters.
 """
 
@@ -20,7 +20,7 @@ def qwen3_5_text_config() -> dict:
         "vocab_size": VOCAB_SIZE,
         "hidden_size": WIDTH,
         "intermediate_size": 2 * WIDTH,
-        "num_hidden_layers": 4,
+        "num_hidden_layers": 2,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "head_dim": 64,

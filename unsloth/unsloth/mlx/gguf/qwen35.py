@@ -19,7 +19,7 @@ from .architectures import Piece, split_weight as split_common_weight
 
 ARCHITECTURES = ("qwen35", "qwen35moe")
 # What mlx_lm's TextModelArgs rotates by when a config has no rope_parameters (its rope_theta is then ignored).
-_MLX_LM_DEFAULT_ROPE = {"type": "default", "mrope_section": [11, 11, 10], "rope_theta": 100000.0}
+_MLX_LM_DEFAULT_ROPE: Dict[str, Any] = {"type": "default", "mrope_section": [11, 11, 10], "rope_theta": 100000.0}
 _LINEAR = ".linear_attn."
 
 
