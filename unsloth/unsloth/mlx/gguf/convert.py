@@ -19,7 +19,7 @@ import numpy as np
 
 from .coverage import verdict
 from .families import FAMILIES, GRANITE_4_ATTENTION_ONLY, YARN_REFUSALS, Family
-from . import gemma4, mamba_hybrids
+from . import gemma4, mamba_hybrids, qwen35
 from .architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
@@ -101,6 +101,11 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
         try:
             mamba_hybrids.refuse_unsupported(config)
         except mamba_hybrids.MambaHybridUnsupported as error:
+            raise UnsupportedModel(str(error)) from None
+    if model_type in ("qwen3_5_text", "qwen3_5_moe_text"):
+        try:
+            qwen35.refuse_unsupported(config)
+        except qwen35.Qwen35Unsupported as error:
             raise UnsupportedModel(str(error)) from None
     if model_type in ("lfm2", "lfm2_moe") and config.get("conv_bias"):
         raise UnsupportedModel(f"{model_type} with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
@@ -219,11 +224,12 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
     names = gguf.TensorNameMap(family.arch, int(config["num_hidden_layers"]))
     heads, kv_heads = int(config["num_attention_heads"]), int(config.get("num_key_value_heads") or 0)
     tensors: Dict[str, np.ndarray] = {}
+    split = qwen35.split_weight if family.architecture in qwen35.ARCHITECTURES else split_weight
     pieces = (
         piece
         for name, value in weights.items()
         if not (family.tied_only and name == "lm_head.weight")
-        for piece in split_weight(name, np.asarray(value, dtype=np.float32), config)
+        for piece in split(name, np.asarray(value, dtype=np.float32), config)
     )
     for name, data, named in pieces:
         target = name if named else names.get_name(name, try_suffixes=(".weight", ".bias"))
@@ -266,6 +272,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     family = family_for(config)
     if family.architecture == "gemma4":  # per-layer head sizes and ropes: keys of its own
         gemma4.write_hyperparameters(writer, config, float(config.get("rms_norm_eps") or 1e-6))
+        return
+    if family.architecture in qwen35.ARCHITECTURES:  # delta-net, rope sections and experts: keys of its own
+        qwen35.write_hyperparameters(writer, config)
         return
     dims = head_dim(config)
     writer.add_context_length(int(config.get("max_position_embeddings") or 4096))

@@ -69,6 +69,8 @@ FAMILIES = {
     # Mamba 2 hybrids (mamba_hybrids): Nemotron-H with experts is written as nemotron_h_moe.
     "falcon_h1": Family("falcon-h1", key="FALCON_H1"),
     "nemotron_h": Family("nemotron_h"),
+    "qwen3_5_text": Family("qwen35"),
+    "qwen3_5_moe_text": Family("qwen35moe", key="QWEN35MOE"),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
 GRANITE_4_ATTENTION_ONLY = {
@@ -76,9 +78,16 @@ GRANITE_4_ATTENTION_ONLY = {
     True: Family("granitemoe", permute_rotary=True, key="GRANITE_MOE"),
 }
 # Vision-language wrappers mlx_lm loads as their language model alone: that model's config key and weight prefix.
-TEXT_WRAPPERS = {"mistral3": ("text_config", "language_model."), "gemma4": ("text_config", "language_model.")}
+TEXT_WRAPPERS = {
+    "mistral3": ("text_config", "language_model."),
+    "gemma4": ("text_config", "language_model."),
+    "qwen3_5": ("text_config", "language_model."),
+    "qwen3_5_moe": ("text_config", "language_model."),
+}
 # Wrappers whose outer vocab_size mlx_lm copies into the language model's config.
 _OUTER_VOCAB = {"gemma4"}
+# Wrappers mlx_lm also loads from a flat config, read as their language model's own type.
+_FLAT_TEXT_TYPES = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 
 
 def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], Dict]:
@@ -87,6 +96,8 @@ def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] 
     if wrapper is None:
         return config, dict(weights or {})
     key, prefix = wrapper
+    if key not in config and config.get("model_type") in _FLAT_TEXT_TYPES:
+        config = {**config, key: {**config, "model_type": _FLAT_TEXT_TYPES[str(config["model_type"])]}}
     inner = {"tie_word_embeddings": False, **config[key]}  # as mlx_lm builds it
     if config.get("model_type") in _OUTER_VOCAB and config.get("vocab_size"):
         inner["vocab_size"] = config["vocab_size"]
@@ -106,8 +117,5 @@ NOTES: Dict[str, str] = {
     "gemma3": "a vision-language config: export its language model saved as gemma3_text",
     "glm4_moe_lite": "its latent attention (mlx_lm's embed_q / unembed_out) must be written as deepseek2's "
     "attn_k_b / attn_v_b with the MLA keys, which no converter here does yet",
-    "qwen3_5": "its gated delta-net layers (convolution, decay and gate tensors, recurrent keys) need a converter "
-    "of their own",
-    "qwen3_5_moe": "its gated delta-net layers and experts need a converter of their own",
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
 }

@@ -24,6 +24,11 @@ LLAMA3_REGEX = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3
 QWEN2_REGEX = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# Qwen 3.5's: Qwen 2's with combining marks (\p{M}) kept inside words.
+QWEN35_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+"
+    r"|\s+(?!\S)|\s+"
+)
 # o200k's splitting (gpt-oss, Phi-4-mini): case changes split words, and `/` joins a run of punctuation.
 GPT4O_REGEX = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
@@ -31,7 +36,7 @@ GPT4O_REGEX = (
     r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 # Granite 4.0 and LFM2 split as Llama 3 does (llama.cpp's `dbrx` and `lfm2` apply the same regex as `llama-bpe`).
-PRE_TOKENIZER_NAMES = {LLAMA3_REGEX: "llama-bpe", QWEN2_REGEX: "qwen2", GPT4O_REGEX: "gpt-4o"}
+PRE_TOKENIZER_NAMES = {LLAMA3_REGEX: "llama-bpe", QWEN2_REGEX: "qwen2", QWEN35_REGEX: "qwen35", GPT4O_REGEX: "gpt-4o"}
 _BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
 _SPECIAL_ROLES = {"bos": "bos_token", "eos": "eos_token", "unknown": "unk_token", "padding": "pad_token"}
 
@@ -63,7 +68,7 @@ def byte_level_pre_name(pre_tokenizer: Any) -> str:
             return PRE_TOKENIZER_NAMES[pattern]
     raise UnsupportedTokenizer(
         f"the byte-level BPE pre-tokenizer {json.dumps(pre_tokenizer)[:200]} is not one llama.cpp is known to "
-        "apply (known: GPT-2's, Llama 3's, Qwen 2's and o200k's splitting)"
+        "apply (known: GPT-2's, Llama 3's, Qwen 2's, Qwen 3.5's and o200k's splitting)"
     )
 
 

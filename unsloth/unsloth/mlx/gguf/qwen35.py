@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Qwen 3.5's language model, dense or with experts, as llama.cpp's qwen35 / qwen35moe: keys, reshapes, refusals.
+
+Qwen 3.5 runs gated delta-net blocks (a short convolution over the fused query, key and value projections, then a
+decaying recurrent state) with a full-attention block every `full_attention_interval`-th layer, whose query
+projection also carries a sigmoid gate per head. The keys and shapes follow llama.cpp's loader (`src/models/qwen35.cpp`,
+`qwen35moe.cpp`, llama-cpp-python 0.3.36); the values are what mlx_lm's `qwen3_5` computes, whose stored norms already
+hold Hugging Face's `1 + weight`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import numpy as np
+
+from .architectures import Piece, split_weight as split_common_weight
+
+ARCHITECTURES = ("qwen35", "qwen35moe")
+# What mlx_lm's TextModelArgs rotates by when a config has no rope_parameters (its rope_theta is then ignored).
+_MLX_LM_DEFAULT_ROPE: Dict[str, Any] = {"type": "default", "mrope_section": [11, 11, 10], "rope_theta": 100000.0}
+_LINEAR = ".linear_attn."
+
+
+class Qwen35Unsupported(NotImplementedError):
+    """A Qwen 3.5 setting llama.cpp's qwen35 graphs do not reproduce as mlx_lm runs it."""
+
+
+def rope(config: Dict[str, Any]) -> Dict[str, Any]:
+    """The rope settings mlx_lm reads: `rope_parameters`, or its own default when the config has none."""
+    return dict(config.get("rope_parameters") or _MLX_LM_DEFAULT_ROPE)
+
+
+def rotary_dims(config: Dict[str, Any]) -> int:
+    return int(_head_dim(config) * float(rope(config).get("partial_rotary_factor", 0.25)))
+
+
+def rope_sections(config: Dict[str, Any]) -> List[int]:
+    """llama.cpp's four multimodal rope sections; text positions are equal in the first three, zero in the fourth."""
+    sections = [int(size) for size in rope(config).get("mrope_section") or _MLX_LM_DEFAULT_ROPE["mrope_section"]]
+    return (sections + [0, 0, 0, 0])[:4]
+
+
+def _head_dim(config: Dict[str, Any]) -> int:
+    return int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+
+
+def _experts(config: Dict[str, Any]) -> int:
+    return int(config.get("num_experts") or 0)
+
+
+def refuse_unsupported(config: Dict[str, Any]) -> None:
+    """Name each setting exported Qwen 3.5 files would not run as the MLX model did, before any work."""
+    model_type = config.get("model_type")
+    key_dim, value_dim = int(config["linear_key_head_dim"]), int(config["linear_value_head_dim"])
+    if key_dim != value_dim:
+        raise Qwen35Unsupported(
+            f"{model_type} with linear_key_head_dim {key_dim} != linear_value_head_dim {value_dim}: llama.cpp's "
+            "qwen35 reads one head size (ssm.state_size) for both"
+        )
+    parameters = rope(config)
+    kind = parameters.get("type", parameters.get("rope_type", "default"))
+    if kind != "default":
+        raise Qwen35Unsupported(f"{model_type} with rope type {kind!r}: only the plain rope is checked here")
+    covered = 2 * sum(rope_sections(config)[:3])
+    if covered != rotary_dims(config):
+        raise Qwen35Unsupported(
+            f"{model_type} with mrope_section covering {covered} of its {rotary_dims(config)} rotary dimensions: "
+            "llama.cpp leaves the rest unrotated for text, mlx_lm rotates them"
+        )
+    if config.get("attention_bias"):
+        raise Qwen35Unsupported(f"{model_type} with attention_bias=True: llama.cpp's qwen35 reads no biases")
+    if _experts(config) and config.get("norm_topk_prob") is False:
+        raise Qwen35Unsupported(f"{model_type} with norm_topk_prob=False: llama.cpp always renormalizes the top-k")
+
+
+def _tile_value_heads(data: np.ndarray, axis: int, config: Dict[str, Any], width: int) -> np.ndarray:
+    """Value heads from grouped by key head (mlx_lm repeats each key head for its group) to tiled (llama.cpp
+    broadcasts the key heads over the value heads in turn)."""
+    key_heads = int(config["linear_num_key_heads"])
+    per_key = int(config["linear_num_value_heads"]) // key_heads
+    if per_key == 1:
+        return data
+    moved = np.moveaxis(data, axis, 0)
+    tiled = moved.reshape(key_heads, per_key, width, *moved.shape[1:]).swapaxes(0, 1).reshape(moved.shape)
+    return np.moveaxis(tiled, 0, axis)
+
+
+def _tile_after_keys(data: np.ndarray, config: Dict[str, Any]) -> np.ndarray:
+    """The query and key rows as they are, the value rows tiled: the fused projection's and convolution's layout."""
+    keys = 2 * int(config["linear_num_key_heads"]) * int(config["linear_key_head_dim"])
+    values = _tile_value_heads(data[keys:], 0, config, int(config["linear_value_head_dim"]))
+    return np.concatenate([data[:keys], values], axis=0)
+
+
+def split_weight(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+    """One MLX weight as the llama.cpp tensor it becomes; names outside the delta-net are the shared ones."""
+    if name.endswith(".mlp.shared_expert_gate.weight"):
+        return [(name, data.reshape(-1), False)]  # llama.cpp reads the shared expert's gate as a vector
+    if _LINEAR not in name:
+        return split_common_weight(name, data, config)
+    block = name.split(_LINEAR)[0].removeprefix("model.layers.")
+    width = int(config["linear_value_head_dim"])
+    if name.endswith(".conv1d.weight"):  # (channels, kernel, 1) to llama.cpp's 2-D kernel
+        return [(name, _tile_after_keys(data.reshape(data.shape[0], -1), config), False)]
+    if name.endswith(".in_proj_qkv.weight"):
+        return [(name, _tile_after_keys(data, config), False)]
+    if name.endswith(".in_proj_z.weight"):
+        return [(name, _tile_value_heads(data, 0, config, width), False)]
+    if name.endswith((".in_proj_a.weight", ".in_proj_b.weight")):
+        return [(name, _tile_value_heads(data, 0, config, 1), False)]
+    if name.endswith(".out_proj.weight"):
+        return [(name, _tile_value_heads(data, 1, config, width), False)]
+    if name.endswith(".A_log"):  # llama.cpp stores the decay rate A itself
+        return [(f"blk.{block}.ssm_a", _tile_value_heads(-np.exp(data), 0, config, 1), True)]
+    if name.endswith(".dt_bias"):
+        return [(f"blk.{block}.ssm_dt.bias", _tile_value_heads(data, 0, config, 1), True)]
+    return [(name, data, False)]  # the gated norm, one per head size, shared by every head
+
+
+def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
+    """Every `qwen35.*` / `qwen35moe.*` key llama.cpp's loader reads."""
+    dims = _head_dim(config)
+    parameters = rope(config)
+    writer.add_context_length(int(config.get("max_position_embeddings") or 131072))
+    writer.add_embedding_length(int(config["hidden_size"]))
+    writer.add_block_count(int(config["num_hidden_layers"]))
+    if not _experts(config) or config.get("intermediate_size"):
+        writer.add_feed_forward_length(int(config.get("intermediate_size") or 14336))
+    writer.add_head_count(int(config["num_attention_heads"]))
+    writer.add_head_count_kv(int(config.get("num_key_value_heads") or 8))
+    writer.add_key_length(dims)
+    writer.add_value_length(dims)
+    writer.add_rope_dimension_count(rotary_dims(config))
+    writer.add_rope_dimension_sections(rope_sections(config))
+    writer.add_rope_freq_base(float(parameters.get("rope_theta", 100000.0)))
+    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps") or 1e-6))
+    writer.add_ssm_conv_kernel(int(config.get("linear_conv_kernel_dim") or 4))
+    writer.add_ssm_state_size(int(config["linear_key_head_dim"]))
+    writer.add_ssm_group_count(int(config["linear_num_key_heads"]))
+    writer.add_ssm_time_step_rank(int(config["linear_num_value_heads"]))  # llama.cpp reads the value heads here
+    writer.add_ssm_inner_size(int(config["linear_value_head_dim"]) * int(config["linear_num_value_heads"]))
+    writer.add_full_attention_interval(int(config.get("full_attention_interval") or 4))
+    if _experts(config):
+        writer.add_expert_count(_experts(config))
+        writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_feed_forward_length(int(config["shared_expert_intermediate_size"]))
