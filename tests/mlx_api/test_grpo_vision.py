@@ -59,7 +59,15 @@ def test_image_prompts_train_with_trls_metrics_and_a_hand_checked_loss(vision_di
     def colour_reward(prompts, completions, completion_ids, image, answer, **kwargs):
         if not snapshot:
             snapshot.update({name: mx.array(value) for name, value in tree_flatten(model.trainable_parameters())})
-        calls.append({"ids": [list(ids) for ids in completion_ids], "image": image, "answer": answer})
+        calls.append(
+            {
+                "ids": [list(ids) for ids in completion_ids],
+                "image": image,
+                "answer": answer,
+                "prompts": prompts,
+                "completions": completions,
+            }
+        )
         return [
             float(sum(ids) % 5) + (1.0 if a in text else 0.0)
             for ids, text, a in zip(completion_ids, completions, answer)
@@ -89,6 +97,10 @@ def test_image_prompts_train_with_trls_metrics_and_a_hand_checked_loss(vision_di
     first = calls[0]
     assert len(first["ids"]) == 4 and first["answer"] == ["red", "red", "blue", "blue"]
     assert [img.getpixel((0, 0)) for img in first["image"]] == [COLOURS["red"]] * 2 + [COLOURS["blue"]] * 2
+    # With images, CUDA Unsloth hands rewards the templated prompt and the completion as text (TRL 0.24 and later).
+    templated = processor.apply_chat_template(rows()[0]["prompt"], tokenize=False, add_generation_prompt=True)
+    assert first["prompts"][:2] == [templated] * 2
+    assert first["completions"][0] == processor.tokenizer.decode(first["ids"][0], skip_special_tokens=True)
     logs = [entry for entry in trainer.state.log_history if "loss" in entry and "train_loss" not in entry]
     for name in ("reward", "reward_std", "rewards/colour_reward/mean", "completions/mean_length", "kl", "entropy"):
         assert name in logs[0], name

@@ -165,9 +165,22 @@ class RolloutMaker:
             if was_training:
                 model.train()
 
-    def score(self, rows: List[Dict[str, Any]], completions: List[Any], completion_ids: List[List[int]], state: Any):
+    def reward_inputs(self, rows: List[Dict[str, Any]], texts: List[str]) -> Tuple[List[Any], List[Any]]:
+        """The prompts and completions reward functions get: TRL's, a conversation's completion as an assistant turn."""
+        if is_conversation(rows[0]["prompt"]):
+            return [row["prompt"] for row in rows], [[{"role": "assistant", "content": text}] for text in texts]
+        return [row["prompt"] for row in rows], texts
+
+    def score(
+        self,
+        rows: List[Dict[str, Any]],
+        completions: List[Any],
+        completion_ids: List[List[int]],
+        state: Any,
+        prompts: Optional[List[Any]] = None,
+    ):
         """Each reward function's values for every completion; one message naming a function that fails."""
-        prompts = [row["prompt"] for row in rows]
+        prompts = [row["prompt"] for row in rows] if prompts is None else prompts
         columns = {key: [row.get(key) for row in rows] for key in rows[0] if key not in OWN_COLUMNS}
         scores = np.zeros((len(rows), len(self.reward_funcs)), dtype=np.float32)
         for index, (function, name) in enumerate(zip(self.reward_funcs, self.reward_func_names)):
@@ -205,14 +218,13 @@ class RolloutMaker:
         all_prompt_ids = [ids for ids in prompt_ids for _ in range(generations)]
         completion_ids = [item.token_ids for item in sampled]
         texts = [item.text for item in sampled]
-        conversational = is_conversation(rows[0]["prompt"])
-        completions = [[{"role": "assistant", "content": text}] for text in texts] if conversational else texts
+        prompts, completions = self.reward_inputs(rows, texts)
         terminated = [item.finish_reason == "stop" for item in sampled]
         masks = [
             [0 if args.mask_truncated_completions and not ended else 1] * len(ids)
             for ids, ended in zip(completion_ids, terminated)
         ]
-        rewards, own = self.score(rows, completions, completion_ids, state), slice(None)
+        rewards, own = self.score(rows, completions, completion_ids, state, prompts), slice(None)
         if self.gather_rewards is not None:
             rewards, own = self.gather_rewards(rewards)
         scores = group_advantages(rewards, self.reward_weights, generations, args.scale_rewards, self.reward_func_names)

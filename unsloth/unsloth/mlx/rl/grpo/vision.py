@@ -15,7 +15,13 @@ import mlx.core as mx
 import numpy as np
 
 from ...models.batched_sampling import Sampled, eos_token_ids
-from ...vision.backend import causal_logits, generate_tokens, process_conversation, vision_tower
+from ...vision.backend import (
+    causal_logits,
+    generate_tokens,
+    placeholder_token_ids,
+    process_conversation,
+    vision_tower,
+)
 from .rollout import OWN_COLUMNS, RolloutMaker, is_conversation
 
 IMAGE_COLUMNS = ("image", "images")
@@ -56,6 +62,13 @@ class VisionRolloutMaker(RolloutMaker):
             return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True, **options)
         return prompt
 
+    def reward_inputs(self, rows: List[Dict[str, Any]], texts: List[str]) -> Tuple[List[Any], List[Any]]:
+        """With images, the templated prompt texts and the completion texts, as CUDA Unsloth hands them to reward
+        functions under TRL 0.24 and later (the vision GRPO notebooks' rewards read strings)."""
+        if not any(row_images(row) for row in rows):
+            return super().reward_inputs(rows, texts)
+        return [self.prompt_text(row["prompt"], row) for row in rows], list(texts)
+
     def encode(self, row: Dict[str, Any]) -> Tuple[List[int], Optional[Dict[str, Any]]]:
         """The processor's tokens and image features; the prompt is not cut, since that would cut image tokens."""
         output = process_conversation(self.tokenizer, self.prompt_text(row["prompt"], row), row_images(row))
@@ -79,6 +92,9 @@ class VisionRolloutMaker(RolloutMaker):
             sampling["top_k"] = int(args.top_k)
         if args.min_p:
             sampling["min_p"] = float(args.min_p)
+        placeholders = placeholder_token_ids(model)
+        if placeholders:
+            sampling["logit_bias"] = {token: -1e9 for token in placeholders}
         was_training = model.training
         model.eval()
         sampled = []
