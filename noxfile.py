@@ -144,8 +144,9 @@ def mlx_trl(session: nox.Session) -> None:
 
 @nox.session
 def mlx_torch(session: nox.Session) -> None:
-    """CUDA shims, CUDA Unsloth's batch order and the notebook script, with the CPU torch."""
-    _install_packages(session, *MLX_DEPS, "torch==2.13.0", "accelerate", "trl")
+    """CUDA shims, CUDA Unsloth's batch order and the notebook scripts (text and vision), with the CPU torch."""
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, "torch==2.13.0", "accelerate", "trl")
+    session.install("--no-deps", MLX_VLM)
     session.run("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs)
 
 

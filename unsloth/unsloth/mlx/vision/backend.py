@@ -163,6 +163,18 @@ def model_family(model: Any) -> str:
     return str(getattr(getattr(model, "config", None), "model_type", ""))
 
 
+# Config fields naming the tokens a processor expands into image or video features.
+_PLACEHOLDER_FIELDS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
+
+
+def placeholder_token_ids(model: Any) -> List[int]:
+    """The image and video placeholder ids: a completion holding one could not be run again with its prompt's
+    features (the model would find more placeholders than images), so sampling for training never draws them."""
+    config = getattr(model, "config", None)
+    found = {getattr(config, field, None) for field in _PLACEHOLDER_FIELDS}
+    return sorted(int(value) for value in found if isinstance(value, int) and value >= 0)
+
+
 @functools.lru_cache(maxsize=1)
 def vision_families() -> Tuple[str, ...]:
     """Every mlx-vlm model family with a vision tower: a package under `mlx_vlm.models` holding a `vision` module or
@@ -269,7 +281,7 @@ def _causal_prefill_tokens(
     """Decoding whose prompt pass is causal, as in training (mlx-vlm's Gemma 3 prompt pass attends both ways)."""
     from mlx_lm.sample_utils import make_sampler
 
-    unsupported = sorted(set(sampling) - {"temperature", "top_p", "min_p", "top_k"})
+    unsupported = sorted(set(sampling) - {"temperature", "top_p", "min_p", "top_k", "logit_bias"})
     if unsupported:
         raise NotImplementedError(
             f"generate for {model_family(model)} on MLX does not support {', '.join(unsupported)}"
@@ -287,7 +299,10 @@ def _causal_prefill_tokens(
         embeds = model.get_input_embeddings(input_ids, pixel_values, mx.ones(input_ids.shape, dtype=mx.int32))
         embeds = embeds.inputs_embeds
     logits = language(input_ids, inputs_embeds=embeds, mask=None, cache=cache).logits[:, -1, :]
+    bias = sampling.get("logit_bias") or {}
     for _ in range(max_new_tokens):
+        if bias:
+            logits[:, list(bias)] = logits[:, list(bias)] + mx.array(list(bias.values()), dtype=logits.dtype)
         token = sampler(logits - mx.logsumexp(logits, axis=-1, keepdims=True))
         value = int(token.item())
         yield value

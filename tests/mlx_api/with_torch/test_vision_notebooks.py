@@ -1,9 +1,9 @@
 """Published vision notebooks, cell by cell (examples/notebooks/*vision*.py, run by tools/run_cells.py), each on a
 tiny model of its own mlx-vlm family under its Hub id with coloured squares in its dataset's columns.
 
-A cell MLX cannot honour must fail with its refusal by name (REFUSED). The notebooks' `import torch` and the
-memory-stat cells need torch, which this venv (the one with mlx-vlm) lacks: those cells must fail exactly on that
-(NEEDS_TORCH), and nothing else may. A gap in our code goes in GAPS (the row then reports XFAIL naming it)."""
+They run in the mlx_torch session, which has the CPU torch beside mlx-vlm, so the notebooks' `import torch` and
+memory-stat cells run as on a Mac with torch installed. A cell MLX cannot honour must fail with its refusal by name
+(REFUSED), and nothing else may. A gap in our code goes in GAPS (the row then reports XFAIL naming it)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Dict
 
 import pytest
 
-from .conftest import NEUTRAL_CWD, REPO_ROOT
+from ..conftest import NEUTRAL_CWD, REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
 CELL_COUNTS = {
@@ -28,23 +28,14 @@ CELL_COUNTS = {
     "gemma3_4b_grpo_vision": 20,
     "pixtral_vision": 16,
 }
-_NO_TORCH = r"ModuleNotFoundError: No module named 'torch'"
-_TORCH_UNBOUND = r"NameError: name 'torch' is not defined"
-# {notebook: {cell index: the error}}: the torch import cell, then each cell that reads `torch.cuda`.
-NEEDS_TORCH = {
-    "qwen3_vl_vision": {2: _NO_TORCH, 14: _TORCH_UNBOUND, 16: _TORCH_UNBOUND},
-    "gemma4_e2b_vision": {2: _NO_TORCH, 15: _TORCH_UNBOUND, 17: _TORCH_UNBOUND},
-    "llama3_2_vision": {2: _NO_TORCH, 13: _TORCH_UNBOUND, 15: _TORCH_UNBOUND},
-    "pixtral_vision": {2: _NO_TORCH, 9: _TORCH_UNBOUND, 11: _TORCH_UNBOUND},
-    # The torch import, then the adapter read back by safetensors in torch (`framework="pt"`).
-    "qwen2_5_vl_grpo_vision": {2: _NO_TORCH, 16: _NO_TORCH},
-    # The notebook imports torch twice, in its model cell and its dataset cell.
-    "gemma3_4b_grpo_vision": {2: _NO_TORCH, 5: _NO_TORCH},
-}
 # {notebook: {cell index: the refusal its error must match}}.
 REFUSED = {
     # The notebook trains two rows per batch; mlx-vlm's mllama tower keeps only a batch's first image.
-    "llama3_2_vision": {14: r"training mllama on MLX takes one row per batch.*per_device_train_batch_size=1"},
+    # Cell 15 reads the refused cell's trainer_stats.
+    "llama3_2_vision": {
+        14: r"training mllama on MLX takes one row per batch.*per_device_train_batch_size=1",
+        15: r"NameError: name 'trainer_stats' is not defined",
+    },
 }
 # What each run must print: the trainer's logs and the family's end of turn from a generation.
 PRINTED = {
@@ -94,7 +85,7 @@ def test_every_cell_runs_or_is_refused_by_name(name: str, tmp_path: Path) -> Non
     _assert_failed_as(failed, GAPS.get(name, {}), result.stderr)
     if name in GAPS:
         pytest.xfail(f"cells {sorted(GAPS[name])} fail on a gap in our code: {GAPS[name]}")
-    expected = {**NEEDS_TORCH.get(name, {}), **REFUSED.get(name, {})}
+    expected = REFUSED.get(name, {})
     _assert_failed_as(failed, expected, result.stderr)
     assert set(failed) == set(expected), (failed, result.stderr[-3000:])
     assert all(text in result.stdout for text in PRINTED[name]), result.stdout[-3000:]
