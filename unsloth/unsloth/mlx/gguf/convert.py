@@ -19,7 +19,7 @@ import numpy as np
 
 from .coverage import verdict
 from .families import FAMILIES, GRANITE_4_ATTENTION_ONLY, YARN_REFUSALS, Family
-from . import gemma4
+from . import gemma4, latent_attention
 from .architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
@@ -94,6 +94,11 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
         try:
             gemma4.refuse_unsupported(config)
         except gemma4.Gemma4Unsupported as error:
+            raise UnsupportedModel(str(error)) from None
+    if model_type in latent_attention.LATENT_TYPES:
+        try:
+            latent_attention.refuse_unsupported(config)
+        except latent_attention.LatentAttentionUnsupported as error:
             raise UnsupportedModel(str(error)) from None
     if model_type in ("lfm2", "lfm2_moe") and config.get("conv_bias"):
         raise UnsupportedModel(f"{model_type} with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
@@ -253,6 +258,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     family = family_for(config)
     if family.architecture == "gemma4":  # per-layer head sizes and ropes: keys of its own
         gemma4.write_hyperparameters(writer, config, float(config.get("rms_norm_eps") or 1e-6))
+        return
+    if family.architecture == "deepseek2":  # one latent key/value head: keys of its own
+        latent_attention.write_hyperparameters(writer, config)
         return
     dims = head_dim(config)
     writer.add_context_length(int(config.get("max_position_embeddings") or 4096))

@@ -66,6 +66,8 @@ FAMILIES = {
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
     "glm4_moe": Family("glm4moe", key="GLM4_MOE"),
     "gemma4_text": Family("gemma4"),
+    # Latent attention, written by `latent_attention` (YaRN only as DeepSeek's log multiplier makes it agree).
+    "glm4_moe_lite": Family("deepseek2", yarn=True, yarn_log_mul=True),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
 GRANITE_4_ATTENTION_ONLY = {
@@ -101,8 +103,6 @@ YARN_REFUSALS = {
 NOTES: Dict[str, str] = {
     "gemma3n": "its AltUp, Laurel and per-layer embeddings need a converter of their own",
     "gemma3": "a vision-language config: export its language model saved as gemma3_text",
-    "glm4_moe_lite": "its latent attention (mlx_lm's embed_q / unembed_out) must be written as deepseek2's "
-    "attn_k_b / attn_v_b with the MLA keys, which no converter here does yet",
     "qwen3_5": "its gated delta-net layers (convolution, decay and gate tensors, recurrent keys) need a converter "
     "of their own",
     "qwen3_5_moe": "its gated delta-net layers and experts need a converter of their own",
