@@ -3,13 +3,17 @@ them.
 
 A tiny model of each (`MLA_FAMILIES` in `tools/kits/tiny_gguf_mla.py`) is LoRA-trained until it answers, exported in
 f16, q8_0 and q4_k_m, and the three files run by one fresh llama.cpp process, with the bounds
-`test_gguf_families_llama_cpp.py` holds the first seven families to.
+`test_gguf_families_llama_cpp.py` holds the first seven families to. YaRN, whose attention scale llama.cpp's
+deepseek2 takes from its own log multiplier, is checked on an untrained model in f32 (f16's rounding alone moves
+its first logits 1.6e-3).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from tools.kits.tiny_gguf_families import YARN
 from tools.kits.tiny_gguf_mla import MLA_FAMILIES, build_mla_model
 
 from .agreement import NEW_TOKENS, agreement, llama_cpp_continuations, mlx_greedy, prompt_text, train_until_it_answers
@@ -54,3 +58,34 @@ def test_llama_cpp_runs_each_latent_attention_family_as_mlx_does(family_export, 
     assert equal >= least_equal, (reloaded["tokens"], family_export["tokens"])
     assert gap < largest_gap
     assert "kettle" in family_export["answer"]  # the model learned its answer, so the tokens compared are not noise
+
+
+# DeepSeek V3's YaRN: mscale and mscale_all_dim equal, so only the attention scale grows with the factor.
+DEEPSEEK_YARN = {**YARN, "mscale": 1.0, "mscale_all_dim": 1.0}
+CLOSE = 1e-3
+
+
+def _first_logits(folder) -> tuple:
+    from unsloth import FastLanguageModel
+
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
+    prompt = tokenizer(prompt_text(), add_special_tokens=False)["input_ids"]
+    first, _ = mlx_greedy(model, prompt, 1)
+    return model, tokenizer, prompt, first
+
+
+def test_llama_cpp_applies_latent_attention_yarn_as_mlx_does(tmp_path):
+    model, tokenizer, prompt, first = _first_logits(
+        build_mla_model(tmp_path / "yarn", "glm4_moe_lite", rope_scaling=DEEPSEEK_YARN)
+    )
+    assert len(prompt) > YARN["original_max_position_embeddings"]  # the prompt runs past YaRN's original context
+    _, _, _, unscaled = _first_logits(build_mla_model(tmp_path / "plain", "glm4_moe_lite"))
+    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="f32")
+    reloaded = llama_cpp_continuations([path], prompt_text(), count=1)[path.name]
+    assert reloaded["prompt"] == prompt
+    scale = np.abs(first).max()
+    gap = float(np.abs(np.array(reloaded["first_logits"]) - first).max() / scale)
+    without = float(np.abs(unscaled - first).max() / scale)
+    print(f"glm4_moe_lite YaRN f32: gap {gap:.2e}, without YaRN {without:.2e}")
+    assert without > CLOSE  # YaRN changes these logits more than the bound allows
+    assert gap < CLOSE
