@@ -57,9 +57,41 @@ def glm4_moe_lite_config() -> dict:
     }
 
 
-# The projections LoRA may target in mlx_lm's glm4_moe_lite (the per-head latent matrices are not Linear layers).
-MLA_TARGETS = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "o_proj", "gate_proj", "up_proj", "down_proj")
-MLA_FAMILIES = {"glm4_moe_lite": (glm4_moe_lite_config, MLA_TARGETS)}
+def deepseek_v3_config() -> dict:
+    """DeepSeek V3's layout on the same widths, with what GLM-4.7-Flash's row does not reach: a plain query matrix
+    (as DeepSeek V2-Lite) and experts chosen within groups (8 experts in 2 groups, the best group kept)."""
+    return {
+        **glm4_moe_lite_config(),
+        "model_type": "deepseek_v3",
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "q_lora_rank": None,
+        "n_routed_experts": 8,
+        "n_group": 2,
+        "topk_group": 1,
+    }
+
+
+def deepseek_v2_config() -> dict:
+    """DeepSeek V2's layout: the same attention with its key/value expansion unsplit (`kv_b_proj`, a LoRA target
+    here), experts routed by softmax and never renormalised, and the rope scaling mlx_lm requires (factor 1: none)."""
+    return {
+        **glm4_moe_lite_config(),
+        "model_type": "deepseek_v2",
+        "architectures": ["DeepseekV2ForCausalLM"],
+        "topk_method": "greedy",
+        "scoring_func": "softmax",
+        "norm_topk_prob": False,
+        "rope_scaling": {"type": "yarn", "factor": 1.0, "original_max_position_embeddings": 256},
+    }
+
+
+# The projections LoRA may target in mlx_lm's latent attention (the per-head latent matrices are not Linear layers).
+_SHARED_TARGETS = ("kv_a_proj_with_mqa", "o_proj", "gate_proj", "up_proj", "down_proj")
+MLA_FAMILIES = {
+    "glm4_moe_lite": (glm4_moe_lite_config, ("q_a_proj", "q_b_proj", *_SHARED_TARGETS)),
+    "deepseek_v3": (deepseek_v3_config, ("q_proj", *_SHARED_TARGETS)),
+    "deepseek_v2": (deepseek_v2_config, ("q_a_proj", "q_b_proj", "kv_b_proj", *_SHARED_TARGETS)),
+}
 
 
 def build_mla_model(folder: str | Path, name: str, *, seed: int = 0, **overrides) -> Path:

@@ -4,11 +4,16 @@ them.
 A tiny model of each (`MLA_FAMILIES` in `tools/kits/tiny_gguf_mla.py`) is LoRA-trained until it answers, exported in
 f16, q8_0 and q4_k_m, and the three files run by one fresh llama.cpp process, with the bounds
 `test_gguf_families_llama_cpp.py` holds the first seven families to. YaRN, whose attention scale llama.cpp's
-deepseek2 takes from its own log multiplier, is checked on an untrained model in f32 (f16's rounding alone moves
-its first logits 1.6e-3).
+deepseek2 takes from its own log multiplier, and DeepSeek V3's expert groups (which the trained rows' last layer
+cannot show: only the last position's routing reaches the first logits) are checked on untrained models in f32
+(f16's rounding alone moves their first logits 1.6e-3).
 """
 
 from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -88,4 +93,22 @@ def test_llama_cpp_applies_latent_attention_yarn_as_mlx_does(tmp_path):
     without = float(np.abs(unscaled - first).max() / scale)
     print(f"glm4_moe_lite YaRN f32: gap {gap:.2e}, without YaRN {without:.2e}")
     assert without > CLOSE  # YaRN changes these logits more than the bound allows
+    assert gap < CLOSE
+
+
+def test_llama_cpp_chooses_experts_within_groups_as_mlx_does(tmp_path):
+    # Four layers, so that earlier positions' routing reaches the last one; the same weights without groups compare.
+    grouped = build_mla_model(tmp_path / "grouped", "deepseek_v3", num_hidden_layers=4)
+    ungrouped = Path(shutil.copytree(grouped, tmp_path / "ungrouped"))
+    config = json.loads((ungrouped / "config.json").read_text())
+    (ungrouped / "config.json").write_text(json.dumps({**config, "n_group": 1, "topk_group": 1}))
+    model, tokenizer, prompt, first = _first_logits(grouped)
+    _, _, _, without_groups = _first_logits(ungrouped)
+    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="f32")
+    reloaded = llama_cpp_continuations([path], prompt_text(), count=1)[path.name]
+    scale = np.abs(first).max()
+    gap = float(np.abs(np.array(reloaded["first_logits"]) - first).max() / scale)
+    without = float(np.abs(without_groups - first).max() / scale)
+    print(f"deepseek_v3 expert groups f32: gap {gap:.2e}, without groups {without:.2e}")
+    assert without > CLOSE
     assert gap < CLOSE

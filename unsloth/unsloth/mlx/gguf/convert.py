@@ -239,6 +239,8 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
     if family.architecture == "gemma4":
         tensors["rope_freqs.weight"] = gemma4.rope_frequency_factors(config)
         return tensors
+    if family.architecture == "deepseek2":  # its YaRN is checked and written by latent_attention
+        return tensors
     scaling = rope_scaling(config)
     if scaling is not None and scaling["rope_type"] == "llama3":
         tensors["rope_freqs.weight"] = llama3_rope_factors(config, scaling)

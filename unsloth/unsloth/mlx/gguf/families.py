@@ -68,6 +68,8 @@ FAMILIES = {
     "gemma4_text": Family("gemma4"),
     # Latent attention, written by `latent_attention` (YaRN only as DeepSeek's log multiplier makes it agree).
     "glm4_moe_lite": Family("deepseek2", yarn=True, yarn_log_mul=True),
+    "deepseek_v3": Family("deepseek2", yarn=True, yarn_log_mul=True),
+    "deepseek_v2": Family("deepseek2", yarn=True, yarn_log_mul=True),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
 GRANITE_4_ATTENTION_ONLY = {

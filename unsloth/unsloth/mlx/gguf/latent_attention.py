@@ -44,9 +44,13 @@ def refuse_unsupported(config: Dict[str, Any]) -> None:
         raise LatentAttentionUnsupported(f"{model_type} with attention_bias=True: llama.cpp's deepseek2 has no biases")
     if _routed_experts(config):
         _refuse_routing(config, model_type)
-    scaling = config.get("rope_scaling") or {}
-    kind = scaling.get("rope_type", scaling.get("type", "default"))
-    if kind == "yarn" and float(scaling.get("factor", 1.0)) > 1.0:
+    if model_type in ("deepseek_v2", "deepseek_v3") and float(config.get("rms_norm_eps") or 1e-6) != 1e-6:
+        raise LatentAttentionUnsupported(
+            f"{model_type} with rms_norm_eps {config['rms_norm_eps']!r}: mlx_lm norms its query and latent with 1e-6 "
+            "whatever the config says, llama.cpp with the config's epsilon"
+        )
+    scaling = yarn_scaling(config)
+    if scaling is not None:
         mscale_all_dim = float(scaling.get("mscale_all_dim") or 0.0)
         if not mscale_all_dim or float(scaling.get("mscale", 1.0)) != mscale_all_dim:
             raise LatentAttentionUnsupported(
@@ -54,8 +58,22 @@ def refuse_unsupported(config: Dict[str, Any]) -> None:
                 f"{scaling.get('mscale_all_dim')!r}: llama.cpp's deepseek2 scales attention as mlx_lm does only when "
                 "the two are equal"
             )
-        if scaling.get("attention_factor", scaling.get("attn_factor")) is not None:
-            raise LatentAttentionUnsupported(f"{model_type} YaRN with an attention_factor: mlx_lm's MLA ignores it")
+        for key in ("attention_factor", "attn_factor", "extrapolation_factor"):
+            if scaling.get(key) not in (None, 1.0):
+                raise LatentAttentionUnsupported(f"{model_type} YaRN with {key}: llama.cpp's deepseek2 reads it apart")
+
+
+def yarn_scaling(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The YaRN settings mlx_lm applies, None when it applies none; another scaling is refused by name."""
+    scaling = dict(config.get("rope_scaling") or {})
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if config.get("model_type") == "deepseek_v2":
+        kind = "yarn"  # mlx_lm's deepseek_v2 builds its YaRN rope whatever the type says
+    if kind not in ("default", "yarn", "deepseek_yarn"):
+        raise LatentAttentionUnsupported(
+            f"{config.get('model_type')} with rope_scaling of type {kind!r}: only YaRN is written for deepseek2 here"
+        )
+    return scaling if kind != "default" and float(scaling.get("factor", 1.0)) > 1.0 else None
 
 
 def _refuse_routing(config: Dict[str, Any], model_type: str) -> None:
@@ -66,11 +84,12 @@ def _refuse_routing(config: Dict[str, Any], model_type: str) -> None:
         )
     if not config.get("n_shared_experts"):
         raise LatentAttentionUnsupported(f"{model_type} without shared experts: llama.cpp's deepseek2 requires them")
-    if int(config.get("n_group") or 1) > 1 and int(config.get("topk_group") or 1) < int(config["n_group"]):
-        raise LatentAttentionUnsupported(
-            f"{model_type} choosing experts within topk_group of n_group groups: not checked against llama.cpp here"
-        )
+    groups = int(config.get("n_group") or 1)
     gating = LATENT_TYPES[model_type]
+    if groups > 1 and _routed_experts(config) % groups:
+        raise LatentAttentionUnsupported(
+            f"{model_type} with {_routed_experts(config)} experts in {groups} groups: llama.cpp's groups are equal"
+        )
     if gating == "sigmoid":
         if config.get("scoring_func", "sigmoid") != "sigmoid":
             raise LatentAttentionUnsupported(f"{model_type} with scoring_func other than sigmoid: mlx_lm routes by it")
@@ -136,18 +155,21 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
         writer.add_expert_weights_norm(bool(sigmoid and config.get("norm_topk_prob")))  # mlx_lm's V2 never renormalises
         kind = gguf.ExpertGatingFuncType.SIGMOID if sigmoid else gguf.ExpertGatingFuncType.SOFTMAX
         writer.add_expert_gating_func(kind)
+        if sigmoid and int(config.get("n_group") or 1) > 1:  # the groups whose best two experts score most stay
+            writer.add_expert_group_count(int(config["n_group"]))
+            writer.add_expert_group_used_count(int(config.get("topk_group") or 1))
     _write_yarn(writer, config)
 
 
 def _write_yarn(writer: Any, config: Dict[str, Any]) -> None:
     import gguf
 
-    scaling = config.get("rope_scaling") or {}
-    if scaling.get("rope_type", scaling.get("type")) != "yarn" or float(scaling.get("factor", 1.0)) <= 1.0:
+    scaling = yarn_scaling(config)
+    if scaling is None:
         return
     writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
     writer.add_rope_scaling_factor(float(scaling["factor"]))
-    writer.add_rope_scaling_orig_ctx_len(int(scaling["original_max_position_embeddings"]))
+    writer.add_rope_scaling_orig_ctx_len(int(scaling.get("original_max_position_embeddings") or 4096))
     writer.add_rope_scaling_yarn_beta_fast(float(scaling.get("beta_fast", 32.0)))
     writer.add_rope_scaling_yarn_beta_slow(float(scaling.get("beta_slow", 1.0)))
     # llama.cpp's deepseek2 divides this key by 0.1, as its converter multiplies it.

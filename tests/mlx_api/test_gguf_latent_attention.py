@@ -12,19 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools.kits.tiny_gguf_mla import build_mla_model, glm4_moe_lite_config
+from tools.kits.tiny_gguf_mla import build_mla_model, deepseek_v2_config, deepseek_v3_config, glm4_moe_lite_config
 
 EMBD, HEADS, LATENT, ROPE, NOPE, VALUE, Q_RANK = 64, 4, 64, 16, 32, 40, 96
 SMALL = {"hidden_size": EMBD, "intermediate_size": 96, "moe_intermediate_size": 32}
 
 
-def _export(tmp_path: Path, **overrides) -> tuple:
+def _export(tmp_path: Path, family: str = "glm4_moe_lite", **overrides) -> tuple:
     import gguf
     import mlx.core as mx
 
     from unsloth import FastLanguageModel
 
-    folder = build_mla_model(tmp_path / "model", "glm4_moe_lite", **{**SMALL, **overrides})
+    folder = build_mla_model(tmp_path / "model", family, **{**SMALL, **overrides})
     model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
     path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="f32")
     reader = gguf.GGUFReader(str(path))
@@ -103,6 +103,38 @@ def test_a_plain_query_projection_is_written_with_a_zero_query_rank(tmp_path):
     assert "blk.0.attn_q_a.weight" not in tensors
 
 
+def test_deepseek_v3_takes_the_same_path_with_its_expert_groups(tmp_path):
+    reader, tensors, source = _export(tmp_path, "deepseek_v3")
+    assert _key(reader, "general.architecture") == "deepseek2"
+    assert _key(reader, "deepseek2.expert_count") == 8
+    assert _key(reader, "deepseek2.expert_group_count") == 2  # llama.cpp keeps the best topk_group groups
+    assert _key(reader, "deepseek2.expert_group_used_count") == 1
+    assert _key(reader, "deepseek2.expert_gating_func") == 2
+    assert _key(reader, "deepseek2.attention.q_lora_rank") == 0
+    k_b = np.asarray(tensors["blk.1.attn_k_b.weight"].data).reshape(HEADS, LATENT, NOPE)
+    np.testing.assert_array_equal(k_b, source["model.layers.1.self_attn.embed_q.weight"])
+
+
+def test_deepseek_v2_s_unsplit_kv_b_proj_is_split_per_head_as_llama_cpp_s_converter_splits_it(tmp_path):
+    v2_lite_yarn = {**YARN, "type": "yarn", "mscale": 0.707, "mscale_all_dim": 0.707}
+    reader, tensors, source = _export(tmp_path, "deepseek_v2", rope_scaling=v2_lite_yarn)
+    assert not [name for name in tensors if "kv_b" in name]
+    # Per head, the unrotated key rows then the value rows over the latent: keys transposed to (latent, unrotated).
+    kv_b = source["model.layers.0.self_attn.kv_b_proj.weight"].reshape(HEADS, NOPE + VALUE, LATENT)
+    k_b = np.asarray(tensors["blk.0.attn_k_b.weight"].data).reshape(HEADS, LATENT, NOPE)
+    v_b = np.asarray(tensors["blk.0.attn_v_b.weight"].data).reshape(HEADS, VALUE, LATENT)
+    np.testing.assert_array_equal(k_b, kv_b[:, :NOPE, :].swapaxes(1, 2))
+    np.testing.assert_array_equal(v_b, kv_b[:, NOPE:, :])
+    assert _key(reader, "deepseek2.expert_gating_func") == 1  # softmax
+    assert _key(reader, "deepseek2.expert_weights_norm") is False  # mlx_lm's V2 never renormalises
+    assert _key(reader, "deepseek2.rope.scaling.yarn_log_multiplier") == pytest.approx(0.0707)
+
+
+def test_a_model_without_expert_groups_writes_no_group_keys(tmp_path):
+    reader, _, _ = _export(tmp_path)
+    assert "deepseek2.expert_group_count" not in reader.fields
+
+
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 32, "beta_slow": 1}
 
 
@@ -119,10 +151,14 @@ def test_yarn_with_deepseek_s_mscale_all_dim_is_written_as_llama_cpp_divides_it(
         ({"attention_bias": True}, "glm4_moe_lite with attention_bias=True"),
         ({"moe_layer_freq": 2}, "glm4_moe_lite with moe_layer_freq other than 1"),
         ({"n_shared_experts": 0}, "glm4_moe_lite without shared experts"),
-        ({"n_group": 2, "topk_group": 1}, "glm4_moe_lite choosing experts within topk_group"),
+        ({"n_group": 3, "topk_group": 1}, "glm4_moe_lite with 4 experts in 3 groups"),
         ({"norm_topk_prob": True, "num_experts_per_tok": 1}, "one expert per token"),
         ({"rope_scaling": YARN}, "glm4_moe_lite YaRN with mscale=1.0 and mscale_all_dim=None"),
         ({"rope_scaling": {**YARN, "mscale_all_dim": 0.5}}, "the two are equal"),
+        ({"rope_scaling": {**YARN, "mscale_all_dim": 1.0, "extrapolation_factor": 0.5}}, "with extrapolation_factor"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "with rope_scaling of type 'linear'"),
+        ({**deepseek_v2_config(), "topk_method": "group_limited_greedy"}, "topk_method 'group_limited_greedy'"),
+        ({**deepseek_v2_config(), "rms_norm_eps": 1e-5}, "deepseek_v2 with rms_norm_eps 1e-05"),
     ],
 )
 def test_settings_llama_cpp_s_deepseek2_does_not_reproduce_are_refused_by_name(overrides, message):
@@ -130,3 +166,11 @@ def test_settings_llama_cpp_s_deepseek2_does_not_reproduce_are_refused_by_name(o
 
     with pytest.raises(UnsupportedModel, match=message):
         family_for({**glm4_moe_lite_config(), **overrides})
+
+
+def test_deepseek_v3_s_hard_coded_latent_norm_epsilon_is_refused_when_the_config_asks_another():
+    from unsloth.mlx.gguf.convert import UnsupportedModel, family_for
+
+    assert family_for(deepseek_v3_config()).architecture == "deepseek2"
+    with pytest.raises(UnsupportedModel, match="deepseek_v3 with rms_norm_eps 1e-05"):
+        family_for({**deepseek_v3_config(), "rms_norm_eps": 1e-5})
