@@ -6,7 +6,8 @@ f16, q8_0 and q4_k_m, and the three files run by one fresh llama.cpp process, wi
 `test_gguf_families_llama_cpp.py` holds the first seven families to. YaRN, whose attention scale llama.cpp's
 deepseek2 takes from its own log multiplier, and DeepSeek V3's expert groups (which the trained rows' last layer
 cannot show: only the last position's routing reaches the first logits) are checked on untrained models in f32
-(f16's rounding alone moves their first logits 1.6e-3).
+(f16's rounding alone moves their first logits 1.6e-3). DeepSeek V3's 8 experts, which change llama.cpp's type for
+the attention output, are checked against llama.cpp's own quantizer.
 """
 
 from __future__ import annotations
@@ -112,3 +113,25 @@ def test_llama_cpp_chooses_experts_within_groups_as_mlx_does(tmp_path):
     print(f"deepseek_v3 expert groups f32: gap {gap:.2e}, without groups {without:.2e}")
     assert without > CLOSE
     assert gap < CLOSE
+
+
+@pytest.mark.parametrize("method", ["q3_k_l", "q4_k_m"])
+def test_an_eight_expert_k_quant_mix_matches_llama_cpp_s_quantizer(tmp_path, method):
+    import gguf
+
+    from unsloth import FastLanguageModel
+    from unsloth.mlx.gguf.file_types import quantize_with_llama_cpp
+
+    def stored(path) -> dict:
+        return {
+            tensor.name: (tensor.tensor_type.name, tensor.data.tobytes()) for tensor in gguf.GGUFReader(path).tensors
+        }
+
+    model, tokenizer = FastLanguageModel.from_pretrained(str(build_mla_model(tmp_path / "model", "deepseek_v3")))
+    source = model.save_pretrained_gguf(str(tmp_path / "f32"), tokenizer, quantization_method="f32")
+    ours = model.save_pretrained_gguf(str(tmp_path / "ours"), tokenizer, quantization_method=method)
+    theirs = tmp_path / "theirs.gguf"
+    quantize_with_llama_cpp(source, theirs, method)
+    mine, reference = stored(str(ours)), stored(str(theirs))
+    assert {name: kind for name, (kind, _) in mine.items()} == {name: kind for name, (kind, _) in reference.items()}
+    assert [name for name in reference if mine[name][1] != reference[name][1]] == []
