@@ -174,3 +174,24 @@ def test_deepseek_v3_s_hard_coded_latent_norm_epsilon_is_refused_when_the_config
     assert family_for(deepseek_v3_config()).architecture == "deepseek2"
     with pytest.raises(UnsupportedModel, match="deepseek_v3 with rms_norm_eps 1e-05"):
         family_for({**deepseek_v3_config(), "rms_norm_eps": 1e-5})
+
+
+def test_keys_a_config_leaves_out_take_the_defaults_mlx_lm_ran_with(tmp_path):
+    import gguf
+
+    from unsloth.mlx.gguf.convert import write_hyperparameters
+
+    left_out = ("norm_topk_prob", "routed_scaling_factor", "rope_theta", "rms_norm_eps", "first_k_dense_replace")
+    config = {key: value for key, value in glm4_moe_lite_config().items() if key not in left_out}
+    writer = gguf.GGUFWriter(str(tmp_path / "keys.gguf"), "deepseek2")
+    write_hyperparameters(writer, config)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    reader = gguf.GGUFReader(str(tmp_path / "keys.gguf"))
+    # glm4_moe_lite's ModelArgs: renormalised top-k scaled by 1.8, rope base 1e6, epsilon 1e-5, one dense layer.
+    assert _key(reader, "deepseek2.expert_weights_norm") is True
+    assert _key(reader, "deepseek2.expert_weights_scale") == pytest.approx(1.8)
+    assert _key(reader, "deepseek2.rope.freq_base") == pytest.approx(1e6)
+    assert _key(reader, "deepseek2.attention.layer_norm_rms_epsilon") == pytest.approx(1e-5)
+    assert _key(reader, "deepseek2.leading_dense_block_count") == 1

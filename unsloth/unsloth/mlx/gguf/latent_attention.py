@@ -26,6 +26,16 @@ class LatentAttentionUnsupported(NotImplementedError):
     """A latent-attention setting llama.cpp's deepseek2 graph does not reproduce as mlx_lm runs it."""
 
 
+def as_mlx_lm_reads(config: Dict[str, Any]) -> Dict[str, Any]:
+    """The config with mlx_lm's `ModelArgs` defaults for the keys it leaves out, as the trained model ran."""
+    import dataclasses
+    import importlib
+
+    arguments = importlib.import_module(f"mlx_lm.models.{config['model_type']}").ModelArgs
+    defaults = {field.name: field.default for field in dataclasses.fields(arguments)}
+    return {**{key: value for key, value in defaults.items() if value is not dataclasses.MISSING}, **config}
+
+
 def _routed_experts(config: Dict[str, Any]) -> int:
     return int(config.get("n_routed_experts") or 0)
 
@@ -39,6 +49,7 @@ def _dense_leading(config: Dict[str, Any]) -> int:
 
 def refuse_unsupported(config: Dict[str, Any]) -> None:
     """Name each setting an exported file would not run as the MLX model did, before any work."""
+    config = as_mlx_lm_reads(config)
     model_type = str(config.get("model_type"))
     if config.get("attention_bias"):
         raise LatentAttentionUnsupported(f"{model_type} with attention_bias=True: llama.cpp's deepseek2 has no biases")
@@ -126,6 +137,7 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     """Every `deepseek2.*` key llama.cpp's loader reads, with the latent as the one key/value head's width."""
     import gguf
 
+    config = as_mlx_lm_reads(config)
     model_type = str(config["model_type"])
     latent, rotated = int(config["kv_lora_rank"]), int(config["qk_rope_head_dim"])
     writer.add_context_length(int(config.get("max_position_embeddings") or 4096))
