@@ -265,7 +265,6 @@ def test_olmo2_norms_after_each_block_and_over_all_query_heads(tmp_path):
         ),
         ({**lfm2_moe_config(), "routed_scaling_factor": 2.5}, "lfm2_moe with routed_scaling_factor other than 1"),
         ({**GENERIC_FAMILIES["glm4_moe"](), "scoring_func": "softmax"}, "glm4moe routes by sigmoid"),
-        ({**gemma4_text_config(), "enable_moe_block": True}, "gemma4_text with enable_moe_block=True"),
         ({**gemma4_text_config(), "attention_k_eq_v": True}, "gemma4_text with attention_k_eq_v=True"),
         ({**gemma4_text_config(), "vocab_size_per_layer_input": 256}, "have one row per token"),
         ({**GENERIC_FAMILIES["glm4_moe"](), "n_group": 2, "topk_group": 1}, "glm4moe reads no groups"),

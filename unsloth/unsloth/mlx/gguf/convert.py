@@ -19,8 +19,8 @@ import numpy as np
 
 from .coverage import verdict
 from .families import FAMILIES, GRANITE_4_ATTENTION_ONLY, YARN_REFUSALS, Family
-from . import gemma4, mamba_hybrids, qwen35
-from .architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
+from .converters import gemma4, latent_attention, mamba_hybrids, qwen35
+from .converters.architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
 
@@ -106,6 +106,11 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
         try:
             qwen35.refuse_unsupported(config)
         except qwen35.Qwen35Unsupported as error:
+            raise UnsupportedModel(str(error)) from None
+    if model_type in latent_attention.LATENT_TYPES:
+        try:
+            latent_attention.refuse_unsupported(config)
+        except latent_attention.LatentAttentionUnsupported as error:
             raise UnsupportedModel(str(error)) from None
     if model_type in ("lfm2", "lfm2_moe") and config.get("conv_bias"):
         raise UnsupportedModel(f"{model_type} with conv_bias=True: llama.cpp's LFM2 has no convolution biases")
@@ -247,6 +252,8 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
     if family.architecture == "gemma4":
         tensors["rope_freqs.weight"] = gemma4.rope_frequency_factors(config)
         return tensors
+    if family.architecture == "deepseek2":  # its YaRN is checked and written by latent_attention
+        return tensors
     scaling = rope_scaling(config)
     if scaling is not None and scaling["rope_type"] == "llama3":
         tensors["rope_freqs.weight"] = llama3_rope_factors(config, scaling)
@@ -275,6 +282,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
         return
     if family.architecture in qwen35.ARCHITECTURES:  # delta-net, rope sections and experts: keys of its own
         qwen35.write_hyperparameters(writer, config)
+        return
+    if family.architecture == "deepseek2":  # one latent key/value head: keys of its own
+        latent_attention.write_hyperparameters(writer, config)
         return
     dims = head_dim(config)
     writer.add_context_length(int(config.get("max_position_embeddings") or 4096))

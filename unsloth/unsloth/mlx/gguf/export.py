@@ -18,7 +18,7 @@ import numpy as np
 
 from .convert import family_for, gguf_tensors, write_gguf
 from .families import unwrap_text_model
-from .mamba_hybrids import embedding_name, with_layer_count
+from .converters.mamba_hybrids import embedding_name, with_layer_count
 from .file_types import (
     UNIFORM_TYPES,
     available_methods,

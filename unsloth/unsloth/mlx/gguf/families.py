@@ -71,6 +71,10 @@ FAMILIES = {
     "nemotron_h": Family("nemotron_h"),
     "qwen3_5_text": Family("qwen35"),
     "qwen3_5_moe_text": Family("qwen35moe", key="QWEN35MOE"),
+    # Latent attention, written by `latent_attention` (YaRN only as DeepSeek's log multiplier makes it agree).
+    "glm4_moe_lite": Family("deepseek2", yarn=True, yarn_log_mul=True),
+    "deepseek_v3": Family("deepseek2", yarn=True, yarn_log_mul=True),
+    "deepseek_v2": Family("deepseek2", yarn=True, yarn_log_mul=True),
 }
 # Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
 GRANITE_4_ATTENTION_ONLY = {
@@ -115,7 +119,5 @@ YARN_REFUSALS = {
 NOTES: Dict[str, str] = {
     "gemma3n": "its AltUp, Laurel and per-layer embeddings need a converter of their own",
     "gemma3": "a vision-language config: export its language model saved as gemma3_text",
-    "glm4_moe_lite": "its latent attention (mlx_lm's embed_q / unembed_out) must be written as deepseek2's "
-    "attn_k_b / attn_v_b with the MLA keys, which no converter here does yet",
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
 }

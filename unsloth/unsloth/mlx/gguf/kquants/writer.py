@@ -20,7 +20,8 @@ from .mix import ModelShape, choose_types
 def model_shape(config: Mapping[str, Any], architecture: str) -> ModelShape:
     """The hyperparameters llama.cpp's type choice reads, from a Hugging Face config."""
     heads = int(config["num_attention_heads"])
-    experts = config.get("num_local_experts") or config.get("num_experts") or config.get("moe_num_experts") or 0
+    named = ("num_local_experts", "num_experts", "moe_num_experts", "n_routed_experts")
+    experts = next((config[key] for key in named if config.get(key)), 0)
     return ModelShape(
         architecture=architecture,
         layers=int(config["num_hidden_layers"]),

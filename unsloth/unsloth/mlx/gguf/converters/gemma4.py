@@ -1,19 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Gemma 4's text model as llama.cpp's gemma4: keys, settings refused and the proportional-rope tensor.
+"""Gemma 4's text model as llama.cpp's gemma4: keys, settings refused, the proportional-rope tensor and the experts.
 
 Gemma 4 mixes sliding layers (their own head size and rope base) with full layers (a wider head rotating a
 fraction of it at frequencies over the whole head), lets the last layers reuse earlier layers' keys and values,
-and may add per-layer token embeddings. The keys follow llama.cpp's loader (`src/models/gemma4.cpp`, llama-cpp-python
-0.3.36) and are derived from what mlx_lm's `gemma4_text` computes, where the two could read a config apart.
+and may add per-layer token embeddings; the 26B-A4B adds routed experts beside each layer's dense MLP. The keys
+follow llama.cpp's loader (`src/models/gemma4.cpp`, llama-cpp-python 0.3.36) and are derived from what mlx_lm's
+`gemma4_text` computes, where the two could read a config apart.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+import re
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+# The 26B-A4B's expert block under mlx_lm's names: the stacked projections and the router's two scales.
+_EXPERT_WEIGHT = re.compile(
+    r"^model\.layers\.(\d+)\.(experts\.switch_glu\.(gate|up|down)_proj\.weight|router\.scale|router\.per_expert_scale)$"
+)
 # A frequency divisor so large that llama.cpp leaves that pair of dimensions unrotated, as its converter writes it.
 _UNROTATED = 1e30
 
@@ -45,10 +51,6 @@ def _global_head_dim(config: Dict[str, Any]) -> int:
 
 def refuse_unsupported(config: Dict[str, Any]) -> None:
     """Name each setting exported Gemma 4 files would not run as the MLX model did, before any work."""
-    if config.get("enable_moe_block"):
-        raise Gemma4Unsupported(
-            "gemma4_text with enable_moe_block=True (26B-A4B): its experts are not written here yet"
-        )
     if config.get("attention_k_eq_v"):
         raise Gemma4Unsupported("gemma4_text with attention_k_eq_v=True: not checked against llama.cpp here")
     full, sliding = _rope(config, "full_attention"), _rope(config, "sliding_attention")
@@ -69,6 +71,19 @@ def refuse_unsupported(config: Dict[str, Any]) -> None:
             "gemma4_text with vocab_size_per_layer_input other than vocab_size: llama.cpp's per-layer embeddings "
             "have one row per token of the vocabulary"
         )
+
+
+def split_weight(name: str, data: np.ndarray) -> Optional[List[Tuple[str, np.ndarray, bool]]]:
+    """An expert-block weight under llama.cpp's name, or None for any other weight (the name map renames those)."""
+    match = _EXPERT_WEIGHT.match(name)
+    if match is None:
+        return None
+    layer, part, projection = match.groups()
+    if projection is not None:
+        return [(f"blk.{layer}.ffn_{projection}_exps.weight", data, True)]
+    # The router's input scale multiplies its normed input; the per-expert scale, each chosen expert's output.
+    tensor = "ffn_gate_inp.scale" if part == "router.scale" else "ffn_down_exps.scale"
+    return [(f"blk.{layer}.{tensor}", data, True)]
 
 
 def feed_forward_lengths(config: Dict[str, Any]) -> List[int]:
@@ -106,6 +121,10 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any], rms_eps: float) -
     writer.add_sliding_window_pattern(sliding)
     writer.add_shared_kv_layers(int(config.get("num_kv_shared_layers") or 0))
     writer.add_embedding_length_per_layer_input(int(config.get("hidden_size_per_layer_input") or 0))
+    if config.get("enable_moe_block"):
+        writer.add_expert_count(int(config["num_experts"]))
+        writer.add_expert_used_count(int(config["top_k_experts"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
     if config.get("final_logit_softcapping", 30.0) is not None:
         writer.add_final_logit_softcapping(float(config.get("final_logit_softcapping", 30.0)))
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from .families import Family
+from ..families import Family
 
 MODEL_TYPES = ("falcon_h1", "nemotron_h")
 ARCHITECTURES = ("falcon-h1", "nemotron_h", "nemotron_h_moe")

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import mamba_hybrids
+from . import gemma4, latent_attention, mamba_hybrids
 
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.")
 # mlx_lm stacks each expert projection into one (experts, out, in) array under `switch_mlp`.
@@ -87,6 +87,11 @@ def split_weight(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Pi
     """One MLX weight as the llama.cpp tensors it becomes (usually itself, renamed later by the name map)."""
     if config.get("model_type") in mamba_hybrids.MODEL_TYPES:
         return mamba_hybrids.split_weight(name, data, config)
+    own = latent_attention.split_weight(name, data, config)
+    if own is None and config.get("model_type") == "gemma4_text":
+        own = gemma4.split_weight(name, data)
+    if own is not None:
+        return own
     experts = _STACKED_EXPERTS.search(name)
     if experts is not None:
         return [(_blk(name, f"ffn_{experts.group(1)}_exps.weight"), data, True)]
