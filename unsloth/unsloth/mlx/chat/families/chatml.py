@@ -23,11 +23,53 @@ YI = "{%- for message in messages -%}" + _TURN + "{%- endfor -%}" + _PROMPT
 LFM_2 = "{{- bos_token -}}" + YI
 
 QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+# Qwen's tool declarations close the system turn: each tool's JSON on its own line between <tools> tags.
+_TOOLS_HEAD = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+_TOOLS_TAIL = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}'
+    "\n</tool_call><|im_end|>\n"
+)
+_TOOLS = (
+    "{{- " + jinja.literal(_TOOLS_HEAD) + " -}}"
+    r"{%- for tool in tools -%}{{- '\n' + tool | tojson -}}{%- endfor -%}"
+    "{{- " + jinja.literal(_TOOLS_TAIL) + " -}}"
+)
+
+
+def _tool_call(arguments: str) -> str:
+    """Inside the loop over an assistant turn's `tool_calls`: one call as Qwen's <tool_call> JSON, its arguments
+    written by `arguments` (a Jinja expression of `call`)."""
+    return (
+        jinja.CALL_FUNCTION
+        + r"""{{- '<tool_call>\n{"name": "' + call['name'] + '", "arguments": ' + """
+        + arguments
+        + r" + '}\n</tool_call>' -}}"
+    )
+
+
+_TOOL_RESULTS = jinja.tool_results("<|im_start|>user", "<|im_end|>\n", "message['content']")
+
+# Qwen 2.5 writes a system turn first (its default one unless given); the tools list ends it.
 QWEN_2_5 = (
-    jinja.no_tools("qwen-2.5") + "{%- if messages[0]['role'] != 'system' -%}"
-    r"{{- '<|im_start|>system\n' + " + jinja.literal(QWEN_SYSTEM) + r" + '<|im_end|>\n' -}}"
-    "{%- endif -%}"
-    "{%- for message in messages -%}" + jinja.no_tool_turns("qwen-2.5") + _TURN + "{%- endfor -%}" + _PROMPT
+    r"{{- '<|im_start|>system\n' -}}"
+    "{%- set has_system = messages[0]['role'] == 'system' -%}"
+    "{{- messages[0]['content'] if has_system else " + jinja.literal(QWEN_SYSTEM) + " -}}"
+    r"{%- if tools -%}{{- '\n\n' -}}" + _TOOLS + r"{%- else -%}{{- '<|im_end|>\n' -}}{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'user' or message['role'] == 'system' and not loop.first"
+    " or message['role'] == 'assistant' and not message['tool_calls'] -%}" + _TURN + ""
+    "{%- elif message['role'] == 'assistant' -%}"
+    r"{{- '<|im_start|>assistant' -}}{%- if message['content'] -%}{{- '\n' + message['content'] -}}{%- endif -%}"
+    r"{%- for call in message['tool_calls'] -%}{{- '\n' -}}" + _tool_call("call['arguments'] | tojson") + ""
+    "{%- endfor -%}"
+    r"{{- '<|im_end|>\n' -}}"
+    "{%- elif message['role'] == 'tool' -%}" + _TOOL_RESULTS + ""
+    "{%- elif message['role'] != 'system' -%}" + jinja.ONLY_KNOWN_ROLES + "{%- endif -%}"
+    "{%- endfor -%}" + _PROMPT
 )
 
 

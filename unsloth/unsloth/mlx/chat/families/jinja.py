@@ -16,14 +16,34 @@ def refuse(problem: str) -> str:
     return "{{- raise_exception(" + literal(problem) + ") -}}"
 
 
-def no_tools(family: str) -> str:
-    """Refuses a `tools=` list: our template for `family` renders conversations, not tool declarations."""
+# Why a family refuses a tools list: upstream's template ignores it, or ours does not render it yet.
+IGNORED_UPSTREAM = "CUDA Unsloth's template for it ignores tools"
+NOT_YET = "CUDA Unsloth's template for it does, ours not yet"
+
+
+def no_tools(family: str, why: str = IGNORED_UPSTREAM) -> str:
+    """Refuses a `tools=` list by name, so a tool declaration is never dropped from a prompt unseen."""
     return (
         "{%- if tools or custom_tools is defined and custom_tools or builtin_tools is defined and builtin_tools -%}"
         + refuse(
-            f"unsloth's MLX {family} chat template renders no tools; render tool use with the model's own template"
+            f"unsloth's MLX {family} chat template renders no tools ({why}); render tool use with the model's own "
+            "template"
         )
         + "{%- endif -%}"
+    )
+
+
+# Inside the message loop: a tool call's own fields, whether the call is given flat or under `function`.
+CALL_FUNCTION = "{%- set call = call['function'] if call['function'] is defined else call -%}"
+
+
+def tool_results(opener: str, closer: str, content: str) -> str:
+    """Inside the message loop: a run of tool turns joined into one turn opened by `opener` and closed by `closer`,
+    each result written as `content` between <tool_response> tags."""
+    return (
+        "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- " + literal(opener) + " -}}{%- endif -%}"
+        r"{{- '\n<tool_response>\n' + " + content + r" + '\n</tool_response>' -}}"
+        "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- " + literal(closer) + " -}}{%- endif -%}"
     )
 
 
@@ -40,6 +60,8 @@ def no_tool_turns(family: str) -> str:
 
 
 ONLY_USER_AND_ASSISTANT = refuse("this chat format knows user and assistant turns after an optional system turn")
+# Upstream's tool-using templates write nothing for any other role; ours names it instead.
+ONLY_KNOWN_ROLES = refuse("this chat format knows system, user, assistant and tool turns")
 
 
 def system_then_pairs(

@@ -1,0 +1,133 @@
+"""Tool use through our chat templates, byte for byte as upstream's own Jinja: a `tools=` list (one function with
+nested parameters), assistant `tool_calls` (arguments as a dict and as a JSON string), tool results, then the
+answer. Which names render tools is read from upstream's templates: a name whose render with tools differs from its
+render without must render as upstream; a name whose upstream template ignores tools refuses them by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from .test_upstream_chat_templates import KEYWORDS, NAMES, SYSTEM, TABLE, _render, _tokenizer
+from tools.kits.upstream_chat_table import upstream_template
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "The city's name."},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "book_table",
+            "description": "Book a table at a restaurant.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "restaurant": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string"},
+                            "address": {"type": "object", "properties": {"street": {"type": "string"}}},
+                        },
+                    },
+                    "guests": {"type": "integer", "description": "How many people."},
+                },
+                "required": ["restaurant", "guests"],
+            },
+        },
+    },
+]
+QUESTION = {"role": "user", "content": "What is the weather in Paris?"}
+
+
+def _called(arguments) -> list:
+    """A question, a tool call with `arguments`, its result, the answer, then a second question."""
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+    return [
+        QUESTION,
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "name": "get_weather", "content": '{"temperature": 21}'},
+        {"role": "assistant", "content": "It is 21 degrees in Paris."},
+        {"role": "user", "content": "Book a table for two at Chez Marie."},
+    ]
+
+
+CALLED = _called({"city": "Paris", "unit": "celsius"})
+CONVERSATIONS = {
+    "asking": [QUESTION],
+    "called": CALLED,
+    "called, answered": CALLED[:-1],
+    "called with a JSON string": _called('{"city": "Paris", "unit": "celsius"}'),
+}
+CONVERSATIONS.update({f"system, {label}": SYSTEM + messages for label, messages in CONVERSATIONS.items()})
+
+# Derived from upstream's templates by `_upstream_renders_tools`, and checked against it below.
+RENDERS_TOOLS = {
+    "gemma-4",
+    "gemma-4-thinking",
+    "gemma4",
+    "gemma4-thinking",
+    "gpt-oss",
+    "gptoss",
+    *("llama-3.1", "llama-31", "llama-3.2", "llama-32", "llama-3.3", "llama-33"),
+    *("qwen-2.5", "qwen2.5", "qwen-25", "qwen25", "qwen-2.5-coder", "qwen2.5-coder", "qwen-25-coder", "qwen25-coder"),
+    *("qwen-3", "qwen3", "qwen3-instruct", "qwen3-thinking"),
+}
+
+
+def _upstream(name: str):
+    tokenizer = _tokenizer()
+    tokenizer.chat_template = upstream_template(name)
+    return tokenizer
+
+
+def _upstream_renders_tools(name: str) -> bool:
+    upstream = _upstream(name)
+    with_tools = _render(upstream, [QUESTION], True, {"tools": TOOLS})
+    return with_tools != _render(upstream, [QUESTION], True, {})
+
+
+def _all_renderings(tokenizer) -> dict:
+    return {
+        (label, prompt, str(keywords)): _render(tokenizer, messages, prompt, {"tools": TOOLS, **keywords})
+        for label, messages in CONVERSATIONS.items()
+        for prompt in (False, True)
+        for keywords in KEYWORDS
+    }
+
+
+def test_the_names_that_render_tools_are_read_from_upstream():
+    assert {name for name in NAMES if _upstream_renders_tools(name)} == RENDERS_TOOLS
+    assert len(TABLE.templates) == 51
+
+
+@pytest.mark.parametrize("name", sorted(RENDERS_TOOLS))
+def test_our_template_renders_tool_use_as_upstreams(name):
+    from unsloth.chat_templates import get_chat_template
+
+    expected = _all_renderings(_upstream(name))
+    assert sum(text.startswith("raised") for text in expected.values()) < len(expected) / 2, expected
+    rendered = _all_renderings(get_chat_template(_tokenizer(), name))
+    assert {case: text for case, text in rendered.items() if text != expected[case]} == {}
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - RENDERS_TOOLS))
+def test_a_name_whose_upstream_template_ignores_tools_refuses_them_by_name(name):
+    from unsloth.chat_templates import get_chat_template
+
+    ours = get_chat_template(_tokenizer(), name)
+    with pytest.raises(Exception, match="chat template renders no tools"):
+        ours.apply_chat_template([QUESTION], tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    # Without tools the conversation renders as before.
+    assert ours.apply_chat_template([QUESTION], tokenize=False, add_generation_prompt=True)
