@@ -64,11 +64,28 @@ def _called(arguments) -> list:
 
 
 CALLED = _called({"city": "Paris", "unit": "celsius"})
+BOOKING = {"restaurant": {"name": "Chez Marie", "address": {"street": "Rue Cler"}}, "guests": 2}
+# Text before two calls in one turn, then their two results in a row.
+TWO_CALLS = [
+    *CALLED[-1:],
+    {
+        "role": "assistant",
+        "content": "Checking both.",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "book_table", "arguments": BOOKING}},
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+        ],
+    },
+    {"role": "tool", "name": "book_table", "content": '{"booked": true}'},
+    {"role": "tool", "name": "get_weather", "content": '{"temperature": 21}'},
+    {"role": "assistant", "content": "Booked, and it is 21 degrees."},
+]
 CONVERSATIONS = {
     "asking": [QUESTION],
     "called": CALLED,
     "called, answered": CALLED[:-1],
     "called with a JSON string": _called('{"city": "Paris", "unit": "celsius"}'),
+    "two calls": TWO_CALLS,
 }
 CONVERSATIONS.update({f"system, {label}": SYSTEM + messages for label, messages in CONVERSATIONS.items()})
 

@@ -73,13 +73,19 @@ QWEN_2_5 = (
 )
 
 
-def _qwen_3(family: str, reasoning_given: str, think_on_last: bool, prompt: str) -> str:
+def _qwen_3(reasoning_given: str, think_on_last: bool, prompt: str) -> str:
     """Qwen 3's formats: an assistant turn after the last question shows its reasoning in a think block (always,
     for the last turn, when `think_on_last`); reasoning comes from `reasoning_content` (when `reasoning_given`
-    holds) or from a `<think>...</think>` head of the content."""
+    holds) or from a `<think>...</think>` head of the content. A tools list joins the system turn; tool calls
+    follow the answer's text, and tool results are a user turn."""
     show = "(loop.last or reasoning)" if think_on_last else "reasoning"
     return (
-        jinja.no_tools(family) + "{%- set last = namespace(question=messages | length - 1, found=false) -%}"
+        "{%- set has_system = messages[0]['role'] == 'system' -%}"
+        r"{%- if tools -%}{{- '<|im_start|>system\n' -}}"
+        r"{%- if has_system -%}{{- messages[0]['content'] + '\n\n' -}}{%- endif -%}" + _TOOLS + ""
+        r"{%- elif has_system -%}{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' -}}"
+        "{%- endif -%}"
+        "{%- set last = namespace(question=messages | length - 1, found=false) -%}"
         "{%- for message in messages | reverse -%}"
         "{%- if not last.found and message['role'] == 'user' and message['content'] is string"
         " and not (message['content'].startswith('<tool_response>')"
@@ -88,8 +94,7 @@ def _qwen_3(family: str, reasoning_given: str, think_on_last: bool, prompt: str)
         "{%- endif -%}"
         "{%- endfor -%}"
         "{%- for message in messages -%}"
-        + jinja.no_tool_turns(family)
-        + "{%- set content = message['content'] if message['content'] is string else '' -%}"
+        "{%- set content = message['content'] if message['content'] is string else '' -%}"
         "{%- if message['role'] == 'assistant' -%}"
         "{%- if " + reasoning_given + " -%}{%- set reasoning = message['reasoning_content'] -%}"
         "{%- elif '</think>' in content -%}"
@@ -100,25 +105,31 @@ def _qwen_3(family: str, reasoning_given: str, think_on_last: bool, prompt: str)
         "{%- if loop.index0 > last.question and " + show + " -%}"
         r"{{- '<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') -}}"
         "{%- else -%}{{- content -}}{%- endif -%}"
+        "{%- for call in message['tool_calls'] or [] -%}"
+        r"{%- if content or not loop.first -%}{{- '\n' -}}{%- endif -%}"
+        + _tool_call("(call['arguments'] if call['arguments'] is string else call['arguments'] | tojson)")
+        + "{%- endfor -%}"
         r"{{- '<|im_end|>\n' -}}"
-        r"{%- else -%}{{- '<|im_start|>' + message['role'] + '\n' + content + '<|im_end|>\n' -}}{%- endif -%}"
+        "{%- elif message['role'] == 'tool' -%}" + _TOOL_RESULTS + ""
+        "{%- elif message['role'] == 'user' or message['role'] == 'system' and not loop.first -%}"
+        r"{{- '<|im_start|>' + message['role'] + '\n' + content + '<|im_end|>\n' -}}"
+        "{%- elif message['role'] != 'system' -%}" + jinja.ONLY_KNOWN_ROLES + "{%- endif -%}"
         "{%- endfor -%}"
         "{%- if add_generation_prompt -%}" + prompt + "{%- endif -%}"
     )
 
 
 QWEN_3 = _qwen_3(
-    "qwen-3",
     "message['reasoning_content'] is defined and message['reasoning_content'] is not none",
     True,
     r"{{- '<|im_start|>assistant\n' -}}"
     r"{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%}",
 )
 QWEN_3_INSTRUCT = _qwen_3(
-    "qwen3-instruct", "message['reasoning_content'] is string", False, r"{{- '<|im_start|>assistant\n' -}}"
+    "message['reasoning_content'] is string", False, r"{{- '<|im_start|>assistant\n' -}}"
 )
 QWEN_3_THINKING = _qwen_3(
-    "qwen3-thinking", "message['reasoning_content'] is string", True, r"{{- '<|im_start|>assistant\n<think>\n' -}}"
+    "message['reasoning_content'] is string", True, r"{{- '<|im_start|>assistant\n<think>\n' -}}"
 )
 
 PHI_4 = (
