@@ -103,6 +103,10 @@ RENDERS_TOOLS = {
 }
 
 
+# Llama 3.1's own keywords: its tools in the system turn, and its built-in tools (one of them called here).
+TOOL_KEYWORDS = [*KEYWORDS, {"tools_in_user_message": False}, {"builtin_tools": ["brave_search", "get_weather"]}]
+
+
 def _upstream(name: str):
     tokenizer = _tokenizer()
     tokenizer.chat_template = upstream_template(name)
@@ -120,7 +124,7 @@ def _all_renderings(tokenizer) -> dict:
         (label, prompt, str(keywords)): _render(tokenizer, messages, prompt, {"tools": TOOLS, **keywords})
         for label, messages in CONVERSATIONS.items()
         for prompt in (False, True)
-        for keywords in KEYWORDS
+        for keywords in TOOL_KEYWORDS
     }
 
 
