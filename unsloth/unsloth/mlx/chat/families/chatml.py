@@ -13,14 +13,15 @@ _TURN = r"{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|
 _PROMPT = r"{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}"
 
 CHATML = (
-    "{%- for message in messages -%}"
+    jinja.no_tools("chatml") + "{%- for message in messages -%}"
     "{%- set tag = message['role'] if message['role'] in ['user', 'assistant'] else 'system' -%}"
     r"{{- '<|im_start|>' + tag + '\n' + message['content'] + '<|im_end|>\n' -}}"
     "{%- endfor -%}" + _PROMPT
 )
 # Every role written as given.
-YI = "{%- for message in messages -%}" + _TURN + "{%- endfor -%}" + _PROMPT
-LFM_2 = "{{- bos_token -}}" + YI
+_EVERY_ROLE = "{%- for message in messages -%}" + _TURN + "{%- endfor -%}" + _PROMPT
+YI = jinja.no_tools("yi-chat") + _EVERY_ROLE
+LFM_2 = "{{- bos_token -}}" + jinja.no_tools("lfm-2") + _EVERY_ROLE
 
 QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 # Qwen's tool declarations close the system turn: each tool's JSON on its own line between <tools> tags.
@@ -133,7 +134,7 @@ QWEN_3_THINKING = _qwen_3(
 )
 
 PHI_4 = (
-    "{%- for message in messages -%}{%- if message['role'] in ['system', 'user', 'assistant'] -%}"
+    jinja.no_tools("phi-4") + "{%- for message in messages -%}{%- if message['role'] in ['system', 'user', 'assistant'] -%}"
     "{{- '<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + '<|im_end|>' -}}"
     "{%- endif -%}{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant<|im_sep|>' -}}{%- endif -%}"

@@ -19,7 +19,7 @@ _ALTERNATE = (
 
 # Gemma 1 and 2 have no system turn: the system text and the next turn's are joined into the first user turn.
 GEMMA_2 = (
-    "{{- bos_token -}}"
+    "{{- bos_token -}}" + jinja.no_tools("gemma-2") + ""
     "{%- set first = namespace(skip=0) -%}"
     "{%- if messages[0]['role'] == 'system' -%}"
     r"{{- '<start_of_turn>user\n' + messages[0]['content'] | trim + ' ' + messages[1]['content'] | trim -}}"
@@ -36,7 +36,7 @@ GEMMA_CHATML = "{{- bos_token -}}" + CHATML
 
 # Gemma 3 (and 3n) put the system text, then a blank line, at the head of the first user turn.
 GEMMA_3 = (
-    "{{- bos_token -}}"
+    "{{- bos_token -}}" + jinja.no_tools("gemma-3") + ""
     "{%- set first = namespace(prefix='', skip=0) -%}"
     "{%- if messages[0]['role'] == 'system' -%}"
     r"{%- set first.prefix = messages[0]['content'] + '\n\n' -%}{%- set first.skip = 1 -%}"
@@ -75,7 +75,7 @@ def _gemma_4(family: str, empty_thought_prompt: bool, thought_in_history: bool =
     if empty_thought_prompt:
         prompt += r"{%- if not thinking -%}{{- '<|channel>thought\n<channel|>' -}}{%- endif -%}"
     return (
-        _VISIBLE + jinja.no_tools(family) + "{%- set thinking = enable_thinking is defined and enable_thinking -%}"
+        _VISIBLE + jinja.no_tools(family, jinja.NOT_YET) + "{%- set thinking = enable_thinking is defined and enable_thinking -%}"
         "{%- set first = namespace(skip=0) -%}"
         "{%- set has_system = messages[0]['role'] in ['system', 'developer'] -%}"
         "{%- if has_system or thinking -%}"

@@ -33,7 +33,7 @@ _ANALYSIS = "{{- '<|start|>assistant<|channel|>analysis<|message|>' + message['t
 _FINAL = "'<|start|>assistant<|channel|>final<|message|>' + message['content']"
 
 GPT_OSS = (
-    jinja.no_tools("gpt-oss") + "{{- '<|start|>system<|message|>' -}}"
+    jinja.no_tools("gpt-oss", jinja.NOT_YET) + "{{- '<|start|>system<|message|>' -}}"
     "{{- (model_identity if model_identity is defined else " + jinja.literal(_IDENTITY) + r") + '\n' -}}"
     r"{{- 'Knowledge cutoff: 2024-06\nCurrent date: ' + strftime_now('%Y-%m-%d') + '\n\n' -}}"
     r"{{- 'Reasoning: ' + (reasoning_effort if reasoning_effort is defined else 'medium') + '\n\n' -}}"

@@ -65,7 +65,7 @@ ONLY_KNOWN_ROLES = refuse("this chat format knows system, user, assistant and to
 
 
 def system_then_pairs(
-    default_system: str, after_system: str, question: tuple, answer: tuple, prompt: str, bos: bool = True
+    family: str, default_system: str, after_system: str, question: tuple, answer: tuple, prompt: str, bos: bool = True
 ) -> str:
     """A system text (the conversation's first system turn, else `default_system`) followed by question and answer
     turns, each `(opener, closer)` with `{eos}` in a closer standing for the tokenizer's EOS."""
@@ -76,6 +76,7 @@ def system_then_pairs(
 
     return (
         ("{{- bos_token -}}" if bos else "")
+        + no_tools(family)
         + "{%- set system = namespace(text="
         + literal(default_system)
         + ", skip=0) -%}"

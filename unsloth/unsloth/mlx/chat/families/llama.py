@@ -13,7 +13,7 @@ _HEADER = r"'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
 _PROMPT = r"{%- if add_generation_prompt -%}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}{%- endif -%}"
 
 LLAMA_3 = (
-    "{{- bos_token -}}"
+    "{{- bos_token -}}" + jinja.no_tools("llama-3") + ""
     "{%- for message in messages -%}{{- "
     + _HEADER
     + " + message['content'] | trim + '<|eot_id|>' -}}{%- endfor -%}"
