@@ -152,3 +152,15 @@ def test_a_name_whose_upstream_template_ignores_tools_refuses_them_by_name(name)
         ours.apply_chat_template([QUESTION], tools=TOOLS, tokenize=False, add_generation_prompt=True)
     # Without tools the conversation renders as before.
     assert ours.apply_chat_template([QUESTION], tokenize=False, add_generation_prompt=True)
+
+
+@pytest.mark.parametrize("name", ["qwen-2.5", "qwen-3", "qwen3-instruct", "qwen3-thinking"])
+def test_responses_only_trains_on_tool_calls_and_answers_not_on_tool_results(name):
+    from unsloth.chat_templates import get_chat_template
+    from unsloth.mlx.chat.families import response_parts
+    from unsloth.mlx.chat.responses_only import response_spans
+
+    text = _render(get_chat_template(_tokenizer(), name), SYSTEM + TWO_CALLS, False, {"tools": TOOLS})
+    trained = "".join(text[begin:end] for begin, end in response_spans(text, *response_parts(name)))
+    assert '{"name": "book_table"' in trained and "Booked, and it is 21 degrees." in trained
+    assert "<tool_response>" not in trained and "<tools>" not in trained and "Chez Marie." not in trained
