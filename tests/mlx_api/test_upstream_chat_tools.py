@@ -42,6 +42,7 @@ TOOLS = [
                         },
                     },
                     "guests": {"type": "integer", "description": "How many people."},
+                    "dishes": {"type": "array", "items": {"type": "string"}, "nullable": True},
                 },
                 "required": ["restaurant", "guests"],
             },
@@ -65,19 +66,19 @@ def _called(arguments) -> list:
 
 CALLED = _called({"city": "Paris", "unit": "celsius"})
 BOOKING = {"restaurant": {"name": "Chez Marie", "address": {"street": "Rue Cler"}}, "guests": 2}
-# Text before two calls in one turn, then their two results in a row.
+# Text before two calls in one turn, then their two results in a row, each naming its call's id.
 TWO_CALLS = [
     *CALLED[-1:],
     {
         "role": "assistant",
         "content": "Checking both.",
         "tool_calls": [
-            {"type": "function", "function": {"name": "book_table", "arguments": BOOKING}},
-            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+            {"id": "call_1", "type": "function", "function": {"name": "book_table", "arguments": BOOKING}},
+            {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
         ],
     },
-    {"role": "tool", "name": "book_table", "content": '{"booked": true}'},
-    {"role": "tool", "name": "get_weather", "content": '{"temperature": 21}'},
+    {"role": "tool", "tool_call_id": "call_1", "content": '{"booked": true}'},
+    {"role": "tool", "tool_call_id": "call_2", "content": '{"temperature": 21}'},
     {"role": "assistant", "content": "Booked, and it is 21 degrees."},
 ]
 CONVERSATIONS = {
