@@ -165,3 +165,15 @@ def test_responses_only_trains_on_tool_calls_and_answers_not_on_tool_results(nam
     trained = "".join(text[begin:end] for begin, end in response_spans(text, *response_parts(name)))
     assert '{"name": "book_table"' in trained and "Booked, and it is 21 degrees." in trained
     assert "<tool_response>" not in trained and "<tools>" not in trained and "Chez Marie." not in trained
+
+
+def test_a_gemma_4_model_priming_an_empty_thought_renders_tool_use_as_upstreams():
+    from unsloth.chat_templates import get_chat_template
+
+    upstream = _tokenizer()
+    upstream.chat_template = TABLE.namespace["gemma4_empty_thought_template"]
+    tokenizer = _tokenizer()
+    # The model's own template writes the empty thought channel into its answers.
+    tokenizer.chat_template = "{%- for message in messages -%}{{ '<|channel>thought\\n<channel|>' }}{%- endfor -%}"
+    ours = get_chat_template(tokenizer, "gemma-4")
+    assert _all_renderings(ours) == _all_renderings(upstream)
