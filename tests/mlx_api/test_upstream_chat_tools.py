@@ -20,7 +20,8 @@ TOOLS = [
                 "type": "object",
                 "properties": {
                     "city": {"type": "string", "description": "The city's name."},
-                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
+                    "day": {"oneOf": [{"type": "string", "description": "A date."}, {"type": "integer", "default": 0}]},
                 },
                 "required": ["city"],
             },
@@ -108,6 +109,10 @@ RENDERS_TOOLS = {
 TOOL_KEYWORDS = [*KEYWORDS, {"tools_in_user_message": False}, {"builtin_tools": ["brave_search", "get_weather"]}]
 
 
+# Where upstream's template drops what ours refuses by name: gpt-oss writes only the first of two calls in a turn.
+REFUSED_NOT_DROPPED = {"gpt-oss": ("two calls", "system, two calls"), "gptoss": ("two calls", "system, two calls")}
+
+
 def _upstream(name: str):
     tokenizer = _tokenizer()
     tokenizer.chat_template = upstream_template(name)
@@ -140,6 +145,9 @@ def test_our_template_renders_tool_use_as_upstreams(name):
 
     expected = _all_renderings(_upstream(name))
     assert sum(text.startswith("raised") for text in expected.values()) < len(expected) / 2, expected
+    for case in [case for case in expected if case[0] in REFUSED_NOT_DROPPED.get(name, ())]:
+        assert not expected[case].startswith("raised")
+        expected[case] = "raised TemplateError"
     rendered = _all_renderings(get_chat_template(_tokenizer(), name))
     assert {case: text for case, text in rendered.items() if text != expected[case]} == {}
 
