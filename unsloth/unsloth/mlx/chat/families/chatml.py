@@ -126,15 +126,12 @@ QWEN_3 = _qwen_3(
     r"{{- '<|im_start|>assistant\n' -}}"
     r"{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%}",
 )
-QWEN_3_INSTRUCT = _qwen_3(
-    "message['reasoning_content'] is string", False, r"{{- '<|im_start|>assistant\n' -}}"
-)
-QWEN_3_THINKING = _qwen_3(
-    "message['reasoning_content'] is string", True, r"{{- '<|im_start|>assistant\n<think>\n' -}}"
-)
+QWEN_3_INSTRUCT = _qwen_3("message['reasoning_content'] is string", False, r"{{- '<|im_start|>assistant\n' -}}")
+QWEN_3_THINKING = _qwen_3("message['reasoning_content'] is string", True, r"{{- '<|im_start|>assistant\n<think>\n' -}}")
 
 PHI_4 = (
-    jinja.no_tools("phi-4") + "{%- for message in messages -%}{%- if message['role'] in ['system', 'user', 'assistant'] -%}"
+    jinja.no_tools("phi-4")
+    + "{%- for message in messages -%}{%- if message['role'] in ['system', 'user', 'assistant'] -%}"
     "{{- '<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + '<|im_end|>' -}}"
     "{%- endif -%}{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant<|im_sep|>' -}}{%- endif -%}"

@@ -12,6 +12,7 @@ from .base import ChatFamily
 
 _IDENTITY = "You are ChatGPT, a large language model trained by OpenAI."
 _CHANNELS = "# Valid channels: analysis, commentary, final. Channel must be included for every message."
+_TO_FUNCTIONS = "\nCalls to these tools must go to the commentary channel: 'functions'."
 
 
 def _no_channel_tags(field: str) -> str:
@@ -173,9 +174,9 @@ GPT_OSS = (
     + _BUILTIN_TOOLS
     + "{{- "
     + jinja.literal(_CHANNELS)
-    + " -}}"
-    "{%- if tools -%}{{- " + jinja.literal("\nCalls to these tools must go to the commentary channel: 'functions'.") + " -}}"
-    "{%- endif -%}{{- '<|end|>' -}}"
+    + " -}}{%- if tools -%}{{- "
+    + jinja.literal(_TO_FUNCTIONS)
+    + " -}}{%- endif -%}{{- '<|end|>' -}}"
     "{%- set developer = namespace(text='', skip=0) -%}"
     "{%- if developer_instructions is defined and developer_instructions is not none -%}"
     "{%- set developer.text = developer_instructions -%}"
@@ -196,8 +197,9 @@ GPT_OSS = (
     "{%- elif message['role'] == 'assistant' -%}"
     + _no_channel_tags("content")
     + _no_channel_tags("thinking")
-    + "{%- if 'tool_calls' in message -%}" + _TOOL_CALL + ""
-    "{%- elif loop.last and not add_generation_prompt -%}"
+    + "{%- if 'tool_calls' in message -%}"
+    + _TOOL_CALL
+    + "{%- elif loop.last and not add_generation_prompt -%}"
     # Only a training row's final answer keeps its reasoning, and ends with <|return|> for the model to learn.
     "{%- if message['thinking'] is string -%}" + _ANALYSIS + "{%- endif -%}"
     "{{- " + _FINAL + " + '<|return|>' -}}"

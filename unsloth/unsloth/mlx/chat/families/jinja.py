@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Jinja pieces several families share: literals, refusals of what our templates do not render, and one shape."""
+"""Jinja pieces several families share: literals, refusals of what upstream renders nowhere, tool results and one
+shape."""
 
 from __future__ import annotations
 
@@ -16,18 +17,14 @@ def refuse(problem: str) -> str:
     return "{{- raise_exception(" + literal(problem) + ") -}}"
 
 
-# Why a family refuses a tools list: upstream's template ignores it, or ours does not render it yet.
-IGNORED_UPSTREAM = "CUDA Unsloth's template for it ignores tools"
-NOT_YET = "CUDA Unsloth's template for it does, ours not yet"
-
-
-def no_tools(family: str, why: str = IGNORED_UPSTREAM) -> str:
-    """Refuses a `tools=` list by name, so a tool declaration is never dropped from a prompt unseen."""
+def no_tools(family: str) -> str:
+    """Refuses a `tools=` list by name in a family whose upstream template ignores tools, so a tool declaration is
+    never dropped from a prompt unseen."""
     return (
         "{%- if tools or custom_tools is defined and custom_tools or builtin_tools is defined and builtin_tools -%}"
         + refuse(
-            f"unsloth's MLX {family} chat template renders no tools ({why}); render tool use with the model's own "
-            "template"
+            f"unsloth's MLX {family} chat template renders no tools (CUDA Unsloth's ignores them); render tool use "
+            "with the model's own template"
         )
         + "{%- endif -%}"
     )
@@ -41,21 +38,13 @@ def tool_results(opener: str, closer: str, content: str) -> str:
     """Inside the message loop: a run of tool turns joined into one turn opened by `opener` and closed by `closer`,
     each result written as `content` between <tool_response> tags."""
     return (
-        "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- " + literal(opener) + " -}}{%- endif -%}"
+        "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- "
+        + literal(opener)
+        + " -}}{%- endif -%}"
         r"{{- '\n<tool_response>\n' + " + content + r" + '\n</tool_response>' -}}"
-        "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- " + literal(closer) + " -}}{%- endif -%}"
-    )
-
-
-def no_tool_turns(family: str) -> str:
-    """Inside the message loop: refuses tool calls and tool results by name."""
-    return (
-        "{%- if message['role'] in ['tool', 'ipython'] or message['tool_calls'] -%}"
-        + refuse(
-            f"unsloth's MLX {family} chat template renders no tool calls or tool turns; "
-            "render tool use with the model's own template"
-        )
-        + "{%- endif -%}"
+        "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- "
+        + literal(closer)
+        + " -}}{%- endif -%}"
     )
 
 

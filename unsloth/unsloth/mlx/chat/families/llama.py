@@ -36,7 +36,11 @@ _NO_FIRST_QUESTION = "Cannot put tools in the first user message when there's no
 
 
 def _tool_list(guide: str) -> str:
-    return "{{- " + jinja.literal(guide) + r" -}}{%- for tool in tool_list -%}{{- tool | tojson(indent=4) + '\n\n' -}}{%- endfor -%}"
+    return (
+        "{{- "
+        + jinja.literal(guide)
+        + r" -}}{%- for tool in tool_list -%}{{- tool | tojson(indent=4) + '\n\n' -}}{%- endfor -%}"
+    )
 
 
 # A call to one of `builtin_tools` is Python after <|python_tag|>, and ends with <|eom_id|> while they are given.
