@@ -105,8 +105,14 @@ RENDERS_TOOLS = {
 }
 
 
-# Llama 3.1's own keywords: its tools in the system turn, and its built-in tools (one of them called here).
-TOOL_KEYWORDS = [*KEYWORDS, {"tools_in_user_message": False}, {"builtin_tools": ["brave_search", "get_weather"]}]
+# Llama 3.1's own keywords: its tools in the system turn, and its built-in tools (one of them called here); gpt-oss's
+# built-in browser and python.
+TOOL_KEYWORDS = [
+    *KEYWORDS,
+    {"tools_in_user_message": False},
+    {"builtin_tools": ["brave_search", "get_weather"]},
+    {"builtin_tools": ["browser", "python"]},
+]
 
 
 # Where upstream's template drops what ours refuses by name: gpt-oss writes only the first of two calls in a turn.
