@@ -42,17 +42,25 @@ _TOOLS = (
 
 
 def _tool_call(arguments: str) -> str:
-    """Inside the loop over an assistant turn's `tool_calls`: one call as Qwen's <tool_call> JSON, its arguments
-    written by `arguments` (a Jinja expression of `call`)."""
+    """Inside the loop over an assistant turn's `tool_calls`: one call (given flat or under `function`) as Qwen's
+    <tool_call> JSON, its arguments written by `arguments` (a Jinja expression of `call`)."""
     return (
-        jinja.CALL_FUNCTION
-        + r"""{{- '<tool_call>\n{"name": "' + call['name'] + '", "arguments": ' + """
+        "{%- set call = call['function'] if call['function'] is defined else call -%}"
+        r"""{{- '<tool_call>\n{"name": "' + call['name'] + '", "arguments": ' + """
         + arguments
         + r" + '}\n</tool_call>' -}}"
     )
 
 
-_TOOL_RESULTS = jinja.tool_results("<|im_start|>user", "<|im_end|>\n", "message['content']")
+def _tool_results(content: str) -> str:
+    """Inside the message loop: a run of tool turns is one user turn, each result (`content`, a Jinja expression)
+    between <tool_response> tags."""
+    return (
+        "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}"
+        r"{{- '\n<tool_response>\n' + " + content + r" + '\n</tool_response>' -}}"
+        r"{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}"
+    )
+
 
 # Qwen 2.5 writes a system turn first (its default one unless given); the tools list ends it.
 QWEN_2_5 = (
@@ -68,7 +76,7 @@ QWEN_2_5 = (
     r"{%- for call in message['tool_calls'] -%}{{- '\n' -}}" + _tool_call("call['arguments'] | tojson") + ""
     "{%- endfor -%}"
     r"{{- '<|im_end|>\n' -}}"
-    "{%- elif message['role'] == 'tool' -%}" + _TOOL_RESULTS + ""
+    "{%- elif message['role'] == 'tool' -%}" + _tool_results("message['content']") + ""
     "{%- elif message['role'] != 'system' -%}" + jinja.ONLY_KNOWN_ROLES + "{%- endif -%}"
     "{%- endfor -%}" + _PROMPT
 )
@@ -111,7 +119,7 @@ def _qwen_3(reasoning_given: str, think_on_last: bool, prompt: str) -> str:
         + _tool_call("(call['arguments'] if call['arguments'] is string else call['arguments'] | tojson)")
         + "{%- endfor -%}"
         r"{{- '<|im_end|>\n' -}}"
-        "{%- elif message['role'] == 'tool' -%}" + _TOOL_RESULTS + ""
+        "{%- elif message['role'] == 'tool' -%}" + _tool_results("content") + ""
         "{%- elif message['role'] == 'user' or message['role'] == 'system' and not loop.first -%}"
         r"{{- '<|im_start|>' + message['role'] + '\n' + content + '<|im_end|>\n' -}}"
         "{%- elif message['role'] != 'system' -%}" + jinja.ONLY_KNOWN_ROLES + "{%- endif -%}"

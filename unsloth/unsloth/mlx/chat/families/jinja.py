@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Jinja pieces several families share: literals, refusals of what upstream renders nowhere, tool results and one
-shape."""
+"""Jinja pieces several families share: literals, refusals of what our templates do not render, and one shape."""
 
 from __future__ import annotations
 
@@ -27,24 +26,6 @@ def no_tools(family: str) -> str:
             "with the model's own template"
         )
         + "{%- endif -%}"
-    )
-
-
-# Inside the message loop: a tool call's own fields, whether the call is given flat or under `function`.
-CALL_FUNCTION = "{%- set call = call['function'] if call['function'] is defined else call -%}"
-
-
-def tool_results(opener: str, closer: str, content: str) -> str:
-    """Inside the message loop: a run of tool turns joined into one turn opened by `opener` and closed by `closer`,
-    each result written as `content` between <tool_response> tags."""
-    return (
-        "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- "
-        + literal(opener)
-        + " -}}{%- endif -%}"
-        r"{{- '\n<tool_response>\n' + " + content + r" + '\n</tool_response>' -}}"
-        "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- "
-        + literal(closer)
-        + " -}}{%- endif -%}"
     )
 
 
