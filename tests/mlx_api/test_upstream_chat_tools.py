@@ -1,7 +1,8 @@
-"""Tool use through our chat templates, byte for byte as upstream's own Jinja: a `tools=` list (one function with
-nested parameters), assistant `tool_calls` (arguments as a dict and as a JSON string), tool results, then the
-answer. Which names render tools is read from upstream's templates: a name whose render with tools differs from its
-render without must render as upstream; a name whose upstream template ignores tools refuses them by name."""
+"""Tool use through our chat templates, byte for byte as upstream's own Jinja: a `tools=` list (two functions, one
+with nested parameters), assistant `tool_calls` (arguments as a dict and as a JSON string, two calls in one turn),
+tool results, then the answer; with and without a system turn and a generation prompt. Which names render tools is
+read from upstream's templates: a name whose render with tools differs from its render without must render as
+upstream (`RENDERS_TOOLS`); every other name's upstream template ignores tools, and ours refuses them by name."""
 
 from __future__ import annotations
 
