@@ -13,31 +13,88 @@ _TURN = r"{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|
 _PROMPT = r"{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}"
 
 CHATML = (
-    "{%- for message in messages -%}"
+    jinja.no_tools("chatml") + "{%- for message in messages -%}"
     "{%- set tag = message['role'] if message['role'] in ['user', 'assistant'] else 'system' -%}"
     r"{{- '<|im_start|>' + tag + '\n' + message['content'] + '<|im_end|>\n' -}}"
     "{%- endfor -%}" + _PROMPT
 )
 # Every role written as given.
-YI = "{%- for message in messages -%}" + _TURN + "{%- endfor -%}" + _PROMPT
-LFM_2 = "{{- bos_token -}}" + YI
+_EVERY_ROLE = "{%- for message in messages -%}" + _TURN + "{%- endfor -%}" + _PROMPT
+YI = jinja.no_tools("yi-chat") + _EVERY_ROLE
+LFM_2 = "{{- bos_token -}}" + jinja.no_tools("lfm-2") + _EVERY_ROLE
 
 QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
-QWEN_2_5 = (
-    jinja.no_tools("qwen-2.5") + "{%- if messages[0]['role'] != 'system' -%}"
-    r"{{- '<|im_start|>system\n' + " + jinja.literal(QWEN_SYSTEM) + r" + '<|im_end|>\n' -}}"
-    "{%- endif -%}"
-    "{%- for message in messages -%}" + jinja.no_tool_turns("qwen-2.5") + _TURN + "{%- endfor -%}" + _PROMPT
+# Qwen's tool declarations close the system turn: each tool's JSON on its own line between <tools> tags.
+_TOOLS_HEAD = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+_TOOLS_TAIL = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}'
+    "\n</tool_call><|im_end|>\n"
+)
+_TOOLS = (
+    "{{- " + jinja.literal(_TOOLS_HEAD) + " -}}"
+    r"{%- for tool in tools -%}{{- '\n' + tool | tojson -}}{%- endfor -%}"
+    "{{- " + jinja.literal(_TOOLS_TAIL) + " -}}"
 )
 
 
-def _qwen_3(family: str, reasoning_given: str, think_on_last: bool, prompt: str) -> str:
+def _tool_call(arguments: str) -> str:
+    """Inside the loop over an assistant turn's `tool_calls`: one call (given flat or under `function`) as Qwen's
+    <tool_call> JSON, its arguments written by `arguments` (a Jinja expression of `call`)."""
+    return (
+        "{%- set call = call['function'] if call['function'] is defined else call -%}"
+        r"""{{- '<tool_call>\n{"name": "' + call['name'] + '", "arguments": ' + """
+        + arguments
+        + r" + '}\n</tool_call>' -}}"
+    )
+
+
+def _tool_results(content: str) -> str:
+    """Inside the message loop: a run of tool turns is one user turn, each result (`content`, a Jinja expression)
+    between <tool_response> tags."""
+    return (
+        "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}"
+        r"{{- '\n<tool_response>\n' + " + content + r" + '\n</tool_response>' -}}"
+        r"{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}"
+    )
+
+
+# Qwen 2.5 writes a system turn first (its default one unless given); the tools list ends it.
+QWEN_2_5 = (
+    r"{{- '<|im_start|>system\n' -}}"
+    "{%- set has_system = messages[0]['role'] == 'system' -%}"
+    "{{- messages[0]['content'] if has_system else " + jinja.literal(QWEN_SYSTEM) + " -}}"
+    r"{%- if tools -%}{{- '\n\n' -}}" + _TOOLS + r"{%- else -%}{{- '<|im_end|>\n' -}}{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'user' or message['role'] == 'system' and not loop.first"
+    " or message['role'] == 'assistant' and not message['tool_calls'] -%}" + _TURN + ""
+    "{%- elif message['role'] == 'assistant' -%}"
+    r"{{- '<|im_start|>assistant' -}}{%- if message['content'] -%}{{- '\n' + message['content'] -}}{%- endif -%}"
+    r"{%- for call in message['tool_calls'] -%}{{- '\n' -}}" + _tool_call("call['arguments'] | tojson") + ""
+    "{%- endfor -%}"
+    r"{{- '<|im_end|>\n' -}}"
+    "{%- elif message['role'] == 'tool' -%}" + _tool_results("message['content']") + ""
+    "{%- elif message['role'] != 'system' -%}" + jinja.ONLY_KNOWN_ROLES + "{%- endif -%}"
+    "{%- endfor -%}" + _PROMPT
+)
+
+
+def _qwen_3(reasoning_given: str, think_on_last: bool, prompt: str) -> str:
     """Qwen 3's formats: an assistant turn after the last question shows its reasoning in a think block (always,
     for the last turn, when `think_on_last`); reasoning comes from `reasoning_content` (when `reasoning_given`
-    holds) or from a `<think>...</think>` head of the content."""
+    holds) or from a `<think>...</think>` head of the content. A tools list joins the system turn; tool calls
+    follow the answer's text, and tool results are a user turn."""
     show = "(loop.last or reasoning)" if think_on_last else "reasoning"
     return (
-        jinja.no_tools(family) + "{%- set last = namespace(question=messages | length - 1, found=false) -%}"
+        "{%- set has_system = messages[0]['role'] == 'system' -%}"
+        r"{%- if tools -%}{{- '<|im_start|>system\n' -}}"
+        r"{%- if has_system -%}{{- messages[0]['content'] + '\n\n' -}}{%- endif -%}" + _TOOLS + ""
+        r"{%- elif has_system -%}{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' -}}"
+        "{%- endif -%}"
+        "{%- set last = namespace(question=messages | length - 1, found=false) -%}"
         "{%- for message in messages | reverse -%}"
         "{%- if not last.found and message['role'] == 'user' and message['content'] is string"
         " and not (message['content'].startswith('<tool_response>')"
@@ -46,8 +103,7 @@ def _qwen_3(family: str, reasoning_given: str, think_on_last: bool, prompt: str)
         "{%- endif -%}"
         "{%- endfor -%}"
         "{%- for message in messages -%}"
-        + jinja.no_tool_turns(family)
-        + "{%- set content = message['content'] if message['content'] is string else '' -%}"
+        "{%- set content = message['content'] if message['content'] is string else '' -%}"
         "{%- if message['role'] == 'assistant' -%}"
         "{%- if " + reasoning_given + " -%}{%- set reasoning = message['reasoning_content'] -%}"
         "{%- elif '</think>' in content -%}"
@@ -58,29 +114,32 @@ def _qwen_3(family: str, reasoning_given: str, think_on_last: bool, prompt: str)
         "{%- if loop.index0 > last.question and " + show + " -%}"
         r"{{- '<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') -}}"
         "{%- else -%}{{- content -}}{%- endif -%}"
+        "{%- for call in message['tool_calls'] or [] -%}"
+        r"{%- if content or not loop.first -%}{{- '\n' -}}{%- endif -%}"
+        + _tool_call("(call['arguments'] if call['arguments'] is string else call['arguments'] | tojson)")
+        + "{%- endfor -%}"
         r"{{- '<|im_end|>\n' -}}"
-        r"{%- else -%}{{- '<|im_start|>' + message['role'] + '\n' + content + '<|im_end|>\n' -}}{%- endif -%}"
+        "{%- elif message['role'] == 'tool' -%}" + _tool_results("content") + ""
+        "{%- elif message['role'] == 'user' or message['role'] == 'system' and not loop.first -%}"
+        r"{{- '<|im_start|>' + message['role'] + '\n' + content + '<|im_end|>\n' -}}"
+        "{%- elif message['role'] != 'system' -%}" + jinja.ONLY_KNOWN_ROLES + "{%- endif -%}"
         "{%- endfor -%}"
         "{%- if add_generation_prompt -%}" + prompt + "{%- endif -%}"
     )
 
 
 QWEN_3 = _qwen_3(
-    "qwen-3",
     "message['reasoning_content'] is defined and message['reasoning_content'] is not none",
     True,
     r"{{- '<|im_start|>assistant\n' -}}"
     r"{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%}",
 )
-QWEN_3_INSTRUCT = _qwen_3(
-    "qwen3-instruct", "message['reasoning_content'] is string", False, r"{{- '<|im_start|>assistant\n' -}}"
-)
-QWEN_3_THINKING = _qwen_3(
-    "qwen3-thinking", "message['reasoning_content'] is string", True, r"{{- '<|im_start|>assistant\n<think>\n' -}}"
-)
+QWEN_3_INSTRUCT = _qwen_3("message['reasoning_content'] is string", False, r"{{- '<|im_start|>assistant\n' -}}")
+QWEN_3_THINKING = _qwen_3("message['reasoning_content'] is string", True, r"{{- '<|im_start|>assistant\n<think>\n' -}}")
 
 PHI_4 = (
-    "{%- for message in messages -%}{%- if message['role'] in ['system', 'user', 'assistant'] -%}"
+    jinja.no_tools("phi-4")
+    + "{%- for message in messages -%}{%- if message['role'] in ['system', 'user', 'assistant'] -%}"
     "{{- '<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + '<|im_end|>' -}}"
     "{%- endif -%}{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant<|im_sep|>' -}}{%- endif -%}"

@@ -60,7 +60,7 @@ _PLAIN = {
 def _plain(name: str) -> ChatFamily:
     system, after, question, answer, prompt, instruction_part, response_part = _PLAIN[name]
     return ChatFamily(
-        jinja.system_then_pairs(system, after, question, answer, prompt),
+        jinja.system_then_pairs(name, system, after, question, answer, prompt),
         instruction_part,
         response_part,
         None,
@@ -69,7 +69,7 @@ def _plain(name: str) -> ChatFamily:
 
 
 ZEPHYR = (
-    "{%- for message in messages -%}"
+    jinja.no_tools("zephyr") + "{%- for message in messages -%}"
     "{%- set tag = message['role'] if message['role'] in ['user', 'assistant'] else 'system' -%}"
     r"{{- '<|' + tag + '|>\n' + message['content'] + eos_token + '\n' -}}"
     "{%- endfor -%}"
@@ -78,7 +78,7 @@ ZEPHYR = (
 
 # Mistral Instruct has no system turn: the system text opens the first instruction, after one space.
 MISTRAL = (
-    "{{- bos_token -}}"
+    "{{- bos_token -}}" + jinja.no_tools("mistral") + ""
     "{%- set first = namespace(prefix='', skip=0) -%}"
     "{%- if messages[0]['role'] == 'system' -%}"
     "{%- set first.skip = 1 -%}"
@@ -95,7 +95,7 @@ MISTRAL = (
 
 # Llama 2 chat: a BOS before every instruction, the system text in <<SYS>> tags inside the first one.
 LLAMA_2 = (
-    "{%- set first = namespace(prefix='', skip=0) -%}"
+    jinja.no_tools("llama") + "{%- set first = namespace(prefix='', skip=0) -%}"
     "{%- if messages[0]['role'] == 'system' -%}"
     "{%- set first.skip = 1 -%}"
     "{%- if messages[1]['role'] == 'user' -%}"
@@ -112,7 +112,7 @@ LLAMA_2 = (
 )
 
 STARLING = (
-    "{{- bos_token -}}"
+    "{{- bos_token -}}" + jinja.no_tools("starling") + ""
     "{%- for message in messages -%}"
     "{{- 'GPT4 Correct ' + message['role'] | capitalize + ': ' + message['content'] + '<|end_of_turn|>' -}}"
     "{%- endfor -%}"
@@ -120,7 +120,7 @@ STARLING = (
 )
 
 PHI_3 = (
-    "{%- for message in messages -%}"
+    jinja.no_tools("phi-3") + "{%- for message in messages -%}"
     r"{{- '<|' + message['role'] + '|>\n' + message['content'] + '<|end|>\n' -}}"
     "{%- endfor -%}"
     r"{%- if add_generation_prompt -%}{{- '<|assistant|>\n' -}}{%- endif -%}"

@@ -17,33 +17,25 @@ def refuse(problem: str) -> str:
 
 
 def no_tools(family: str) -> str:
-    """Refuses a `tools=` list: our template for `family` renders conversations, not tool declarations."""
+    """Refuses a `tools=` list by name in a family whose upstream template ignores tools, so a tool declaration is
+    never dropped from a prompt unseen."""
     return (
         "{%- if tools or custom_tools is defined and custom_tools or builtin_tools is defined and builtin_tools -%}"
         + refuse(
-            f"unsloth's MLX {family} chat template renders no tools; render tool use with the model's own template"
-        )
-        + "{%- endif -%}"
-    )
-
-
-def no_tool_turns(family: str) -> str:
-    """Inside the message loop: refuses tool calls and tool results by name."""
-    return (
-        "{%- if message['role'] in ['tool', 'ipython'] or message['tool_calls'] -%}"
-        + refuse(
-            f"unsloth's MLX {family} chat template renders no tool calls or tool turns; "
-            "render tool use with the model's own template"
+            f"unsloth's MLX {family} chat template renders no tools (CUDA Unsloth's ignores them); render tool use "
+            "with the model's own template"
         )
         + "{%- endif -%}"
     )
 
 
 ONLY_USER_AND_ASSISTANT = refuse("this chat format knows user and assistant turns after an optional system turn")
+# Upstream's tool-using templates write nothing for any other role; ours names it instead.
+ONLY_KNOWN_ROLES = refuse("this chat format knows system, user, assistant and tool turns")
 
 
 def system_then_pairs(
-    default_system: str, after_system: str, question: tuple, answer: tuple, prompt: str, bos: bool = True
+    family: str, default_system: str, after_system: str, question: tuple, answer: tuple, prompt: str, bos: bool = True
 ) -> str:
     """A system text (the conversation's first system turn, else `default_system`) followed by question and answer
     turns, each `(opener, closer)` with `{eos}` in a closer standing for the tokenizer's EOS."""
@@ -54,6 +46,7 @@ def system_then_pairs(
 
     return (
         ("{{- bos_token -}}" if bos else "")
+        + no_tools(family)
         + "{%- set system = namespace(text="
         + literal(default_system)
         + ", skip=0) -%}"
