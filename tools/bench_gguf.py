@@ -33,7 +33,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
     from tools.kits.tiny_mlx_model import TinyLlamaShape, build_tiny_mlx_model
     from unsloth import FastLanguageModel
     from unsloth.mlx.gguf.convert import gguf_tensors
-    from unsloth.mlx.gguf.export import merged_weights, model_config
+    from unsloth.mlx.models.merged import merged_weights, model_config
     from unsloth.mlx.gguf.file_types import quantize_with_llama_cpp
     from unsloth.mlx.gguf.kquants.writer import write_mix
     from unsloth.mlx.gguf.tokenizer import tokenizer_keys

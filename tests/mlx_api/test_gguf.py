@@ -42,7 +42,7 @@ def trained(load_public, chat_rows, quiet_args):
 def test_gguf_round_trip_reproduces_weights_and_logits(trained, tmp_path: Path) -> None:
     import mlx.core as mx
 
-    from unsloth.mlx.gguf.export import merged_weights
+    from unsloth.mlx.models.merged import merged_weights
     from unsloth.mlx.gguf.reload import LOGITS_KEY
 
     model, tokenizer = trained

@@ -177,7 +177,7 @@ def test_gguf_export_of_a_quantized_base_writes_the_dequantized_merge(
 ) -> None:
     import mlx.core as mx
 
-    from unsloth.mlx.gguf.export import merged_weights
+    from unsloth.mlx.models.merged import merged_weights
     from unsloth.mlx.models.quantize import dequantized_copy
 
     model, tokenizer = _trained_qlora(load_public, chat_rows, quiet_args)

@@ -38,7 +38,7 @@ _PUBLIC = {
     "mem_get_info": "compat.memory",
     "reset_peak_memory_stats": "compat.memory",
     "empty_cache": "compat.memory",
-    "save_pretrained_gguf": "gguf.export",
+    "save_pretrained_gguf": "models.merged",
     "load_gguf_model": "gguf.reload",
     "SFTConfig": "compat.trl_shim",
     "get_gpu_memory_stats": "compat.memory",

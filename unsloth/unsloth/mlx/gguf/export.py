@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Export a trained MLX model to GGUF files llama.cpp loads: LoRA folded into the base weights first.
+"""GGUF files llama.cpp loads, from a model's Hugging Face config and float weights (LoRA already folded in).
 
+`models.gguf_save` hands over what a loaded MLX model holds; this layer knows only configs, tensors and files.
 The weights are converted once (`gguf_convert`, with the tokenizer's keys from `gguf_tokenizer`) and written in
 each requested type: the uniform types by the `gguf` package, the K-quant mixes by `kquants` in numpy, tensor for
 tensor as llama.cpp's quantizer writes them from a float32 file (`gguf_file_types`).
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import mlx.core as mx
 import numpy as np
@@ -29,14 +30,12 @@ from .file_types import (
 from .kquants.writer import write_mix
 from .ollama import FILE_LOCATION, MODELFILE_NAME, build_modelfile
 from .tokenizer import tokenizer_keys
-from ..models.merged import merged_weights, model_config
-from ..models.quantize import dequantized_copy
 
 # CUDA Unsloth's default for save_pretrained_gguf (q8_0).
 DEFAULT_QUANTIZATION_METHOD = "fast_quantized"
 # "not_quantized" keeps the model's own float type.
 _OWN_DTYPE_METHODS = {mx.float32: "f32", mx.float16: "f16", mx.bfloat16: "bf16"}
-__all__ = ["DEFAULT_QUANTIZATION_METHOD", "available_methods", "merged_weights", "model_config", "save_pretrained_gguf"]
+__all__ = ["DEFAULT_QUANTIZATION_METHOD", "available_methods", "check_request", "write_files"]
 
 
 def _gguf_package_missing() -> bool:
@@ -49,29 +48,35 @@ def _as_float32(weights: Dict[str, mx.array]) -> Dict[str, np.ndarray]:
     return {name: np.array(value.astype(mx.float32)) for name, value in weights.items()}
 
 
-def save_pretrained_gguf(
-    model: Any,
-    save_directory: str | Path,
-    tokenizer: Any,
-    quantization_method: Any = DEFAULT_QUANTIZATION_METHOD,
-) -> Any:
-    """Write `unsloth.<TYPE>.gguf` (and the tokenizer and config it is built from) into `save_directory`.
-
-    A list of methods converts once, writes one file each and returns their paths, as CUDA Unsloth accepts.
-    """
-    several = isinstance(quantization_method, (list, tuple))
-    requested = list(quantization_method) if several else [quantization_method]
+def requested_methods(quantization_method: Any) -> List[Any]:
+    """The methods one call asks for: a list converts once and writes one file each, as CUDA Unsloth accepts."""
+    requested = list(quantization_method) if isinstance(quantization_method, (list, tuple)) else [quantization_method]
     if not requested:
         raise ValueError(f"quantization_method is an empty list; choose from: {', '.join(available_methods())}")
+    return requested
+
+
+def check_request(config: Dict[str, Any], save_directory: str | Path, requested: List[Any]) -> None:
+    """Everything that can refuse the export, checked before the weights are copied: the package, each method's
+    name, the architecture, and a folder that cannot hold the files."""
     if _gguf_package_missing():
         raise ImportError("GGUF export on MLX needs the gguf package that ships with llama.cpp: pip install gguf")
     for method in requested:
-        resolve_method(method)  # a name that cannot be written fails before the copy
-    family_for(unwrap_text_model(model_config(model))[0])  # so does an architecture llama.cpp is not given here
-    _check_writable(Path(save_directory))  # and a folder that cannot hold the files
-    model = dequantized_copy(model)
-    source = model_config(model)
-    config, weights = unwrap_text_model(source, merged_weights(model))
+        resolve_method(method)
+    family_for(unwrap_text_model(config)[0])
+    _check_writable(Path(save_directory))
+
+
+def write_files(
+    source: Dict[str, Any],
+    weights: Dict[str, mx.array],
+    save_directory: str | Path,
+    tokenizer: Any,
+    requested: List[Any],
+) -> List[Path]:
+    """Write `unsloth.<TYPE>.gguf` for each requested method (and the tokenizer and config they are built from)
+    into `save_directory`; the paths in the order asked."""
+    config, weights = unwrap_text_model(source, weights)
     config = with_layer_count(config)
     embeddings = weights[embedding_name(config)]
     own_float = _OWN_DTYPE_METHODS.get(embeddings.dtype, "f32")
@@ -98,7 +103,7 @@ def save_pretrained_gguf(
     by_method = dict(zip(methods, paths))
     chosen = [by_method[resolve_method(method, own_float)] for method in requested]
     _write_modelfile(folder, chosen[0].name, tokenizer, str(config.get("model_type", "this")))
-    return chosen if several else chosen[0]
+    return chosen
 
 
 def _check_writable(folder: Path) -> None:

@@ -15,7 +15,6 @@ from typing import Any, List
 
 import numpy as np
 
-from ..models.keywords import normalised_name
 from .kquants.mix import MIX_BASE
 
 # llama.cpp's method names with one GGML type for every weight: (type, llama.cpp file type).
@@ -63,9 +62,14 @@ def available_methods() -> List[str]:
     return ["not_quantized", *aliases, *methods]
 
 
+def method_key(quantization_method: Any) -> str:
+    """A method as the tables spell it: "Q4_K_M", "q4-k-m" and an enum of "q4_k_m" alike."""
+    return str(getattr(quantization_method, "value", quantization_method)).strip().lower().replace("-", "_")
+
+
 def resolve_method(quantization_method: Any, own_float: str = "f32") -> str:
     """The llama.cpp method a `quantization_method` stands for, or an error saying why it cannot be written here."""
-    method = "q8_0" if quantization_method is None else normalised_name(quantization_method)
+    method = "q8_0" if quantization_method is None else method_key(quantization_method)
     method = METHOD_ALIASES.get(method, method)
     if method == "not_quantized":
         method = own_float

@@ -32,9 +32,8 @@ from unsloth_zoo.mlx.lora import (
     trainable_parameter_counts,
 )
 
-from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, save_pretrained_gguf
 from .fast_inference import attach_fast_inference
-from .merged import model_config, save_pretrained_merged
+from .merged import model_config, save_pretrained_gguf, save_pretrained_merged
 from .main_rank import write_on_main_rank_only
 from .keywords import (
     ENTRY_POINT_KEYWORD,
@@ -100,12 +99,6 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
-
-
-def _save_pretrained_gguf(
-    model: Any, save_directory: str | Path, tokenizer: Any, quantization_method: Any = DEFAULT_QUANTIZATION_METHOD
-) -> Any:
-    return save_pretrained_gguf(model, save_directory, tokenizer, quantization_method)
 
 
 def _adapter_config(folder: Path) -> Optional[Dict[str, Any]]:
@@ -233,7 +226,7 @@ class FastLanguageModel:
         setattr(model, FULL_FINETUNING_ATTRIBUTE, bool(full_finetuning))
         setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))
         model.save_pretrained = MethodType(_save_pretrained, model)
-        model.save_pretrained_gguf = MethodType(_save_pretrained_gguf, model)
+        model.save_pretrained_gguf = MethodType(save_pretrained_gguf, model)
         model.save_pretrained_merged = MethodType(save_pretrained_merged, model)
         # mlx_lm wraps the tokenizer for streaming decode; notebooks call the Hugging Face tokenizer inside directly.
         tokenizer = getattr(wrapper, "_tokenizer", wrapper)

@@ -6,6 +6,7 @@ The folder it writes is a Hugging Face model folder (config.json, model.safetens
 mlx_lm and transformers both load; the model in memory is left as it was, still quantized and still adapted.
 `merged_4bit` writes MLX's 4-bit format instead (what `mlx_lm.convert -q` writes), which mlx_lm loads, and
 `mxfp4`, for gpt-oss models, MLX's mxfp4 format (what `mlx_lm.convert -q --q-mode mxfp4` writes).
+`model.save_pretrained_gguf` hands the same merged float weights and config to the `gguf` layer, which writes the files.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from unsloth_zoo.mlx.checkpoint import save_model_files, source_config
+
+from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, check_request, requested_methods, write_files
 
 from .keywords import normalised_name
 from .quantize import dequantized_copy
@@ -145,3 +148,17 @@ def _save_mlx_quantized(model: Any, folder: Path, tokenizer: Any, weights: Dict[
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
     return folder
+
+
+def save_pretrained_gguf(
+    model: Any,
+    save_directory: str | Path,
+    tokenizer: Any,
+    quantization_method: Any = DEFAULT_QUANTIZATION_METHOD,
+) -> Any:
+    """Write `unsloth.<TYPE>.gguf` into `save_directory`: one path, or a list of paths for a list of methods."""
+    requested = requested_methods(quantization_method)
+    check_request(model_config(model), save_directory, requested)  # before the copy a refusal would waste
+    model = dequantized_copy(model)
+    paths = write_files(model_config(model), merged_weights(model), save_directory, tokenizer, requested)
+    return paths if isinstance(quantization_method, (list, tuple)) else paths[0]
