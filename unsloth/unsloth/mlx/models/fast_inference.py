@@ -184,13 +184,24 @@ def write_peft_adapter(model: Any, save_directory: str | Path, config: Dict[str,
     return folder
 
 
-def save_lora(model: Any, save_directory: str | Path) -> Path:
-    """PEFT's `adapter_model.safetensors` and `adapter_config.json` for the model's LoRA adapter."""
+def write_peft_beside(model: Any, save_directory: str | Path, config: Dict[str, Any]) -> None:
+    """PEFT's `adapter_model.safetensors` beside a folder's mlx adapter, and PEFT's keys added to its adapter config
+    (the mlx keys kept), so PEFT, and the notebooks that open that file after `save_pretrained`, read the folder."""
+    folder = Path(save_directory)
+    tensors = {peft_name(name): mx.contiguous(array.T) for name, array in _adapter_arrays(model).items()}
+    mx.save_safetensors(str(folder / PEFT_WEIGHTS_FILE), tensors, metadata={"format": "pt"})
+    path = folder / PEFT_CONFIG_FILE
+    written = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    path.write_text(json.dumps({**config, **written}, indent=2) + "\n", encoding="utf-8")
+
+
+def peft_config(model: Any) -> Dict[str, Any]:
+    """The `adapter_config.json` PEFT reads for a text model's LoRA adapter."""
     settings = lora_settings(model)
     if settings is None:
         raise ValueError("save_lora needs a LoRA model: call FastLanguageModel.get_peft_model(model, ...) first")
     layers = len(model.layers)
-    config = {
+    return {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
         "base_model_name_or_path": settings.base_model,
@@ -202,7 +213,11 @@ def save_lora(model: Any, save_directory: str | Path) -> Path:
         "layers_to_transform": list(range(layers - settings.num_layers, layers)),
         "inference_mode": True,
     }
-    return write_peft_adapter(model, save_directory, config)
+
+
+def save_lora(model: Any, save_directory: str | Path) -> Path:
+    """PEFT's `adapter_model.safetensors` and `adapter_config.json` for the model's LoRA adapter."""
+    return write_peft_adapter(model, save_directory, peft_config(model))
 
 
 def load_lora(model: Any, lora_path: str | Path, load_tensors: bool = True) -> LoRARequest:

@@ -20,7 +20,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files
+from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files, trains_adapters_only
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
 from unsloth_zoo.mlx.lora import (
@@ -32,7 +32,7 @@ from unsloth_zoo.mlx.lora import (
     trainable_parameter_counts,
 )
 
-from .fast_inference import attach_fast_inference
+from .fast_inference import attach_fast_inference, peft_config, write_peft_beside
 from .merged import model_config, save_pretrained_gguf, save_pretrained_merged
 from .main_rank import write_on_main_rank_only
 from .keywords import (
@@ -90,6 +90,10 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
     quantization = model_quantization(model)
     if quantization is None or lora_settings(model) is not None:
         save_model_files(folder, model, tokenizer)
+        settings = lora_settings(model)
+        # CUDA Unsloth's save_pretrained writes PEFT's files; whole trained modules have no PEFT LoRA form here.
+        if settings is not None and not settings.modules_to_save and trains_adapters_only(model):
+            write_peft_beside(model, folder, peft_config(model))
         return
     # A quantized base without LoRA is saved whole, its config saying how, so mlx_lm quantizes the skeleton to match.
     folder.mkdir(parents=True, exist_ok=True)

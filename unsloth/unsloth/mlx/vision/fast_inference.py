@@ -36,12 +36,12 @@ from .lora import vision_lora_settings
 MEDIA_KINDS = ("image",)
 
 
-def save_vision_lora(model: Any, save_directory: str | Path) -> Path:
-    """PEFT's `adapter_model.safetensors` and `adapter_config.json` for the vision model's LoRA adapter."""
+def vision_peft_config(model: Any) -> Dict[str, Any]:
+    """The `adapter_config.json` PEFT reads for a vision model's LoRA adapter."""
     settings = vision_lora_settings(model)
     if settings is None:
         raise ValueError("save_lora needs a LoRA model: call FastVisionModel.get_peft_model(model, ...) first")
-    config = {
+    return {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
         "base_model_name_or_path": settings.base_model,
@@ -53,7 +53,11 @@ def save_vision_lora(model: Any, save_directory: str | Path) -> Path:
         "target_modules": list(settings.paths),
         "inference_mode": True,
     }
-    return write_peft_adapter(model, save_directory, config)
+
+
+def save_vision_lora(model: Any, save_directory: str | Path) -> Path:
+    """PEFT's `adapter_model.safetensors` and `adapter_config.json` for the vision model's LoRA adapter."""
+    return write_peft_adapter(model, save_directory, vision_peft_config(model))
 
 
 def _images(prompt: Dict[str, Any]) -> List[Any]:

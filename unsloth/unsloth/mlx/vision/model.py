@@ -28,7 +28,8 @@ from ..models.main_rank import write_on_main_rank_only
 from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
 from .collator import UnslothVisionDataCollator
 from . import trainer_rows  # noqa: F401  registers the vision rows with the trainer below
-from .fast_inference import attach_vision_fast_inference, attach_vision_save_lora
+from ..models.fast_inference import write_peft_beside
+from .fast_inference import attach_vision_fast_inference, attach_vision_save_lora, vision_peft_config
 from .generation import attach_generate
 from .merged import SOURCE_FOLDER_ATTRIBUTE, save_vision_merged
 from .text_calls import accept_text_calls
@@ -60,6 +61,7 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
     """The adapter (with its base and quantization named) and the processor beside it."""
     folder = Path(save_directory)
     save_vision_adapter(model, folder)
+    write_peft_beside(model, folder, vision_peft_config(model))  # the PEFT files CUDA Unsloth's save_pretrained writes
     if tokenizer is not None:
         save_processor(tokenizer, folder)
 
