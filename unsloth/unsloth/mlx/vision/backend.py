@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import inspect
 import json
 import tempfile
 from pathlib import Path
@@ -127,7 +128,66 @@ def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:
         processor.chat_template = getattr(getattr(processor, "tokenizer", None), "chat_template", None)
     if type(processor).apply_chat_template.__module__.startswith("mlx_vlm."):
         _render_as_text_by_default(processor)
+    accept_conversations(processor)
     return model, processor
+
+
+def _is_conversation(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(turn, dict) and "role" in turn for turn in value)
+
+
+# The subclass made for each processor class, so every processor of a family shares one.
+_CONVERSING: Dict[type, type] = {}
+
+
+def accept_conversations(processor: Any) -> Any:
+    """`processor(images, conversation)` renders the conversation with the chat template first (with the
+    generation prompt unless `add_generation_prompt=False`), as CUDA Unsloth's processors do: the vision GRPO
+    notebooks pass their unrendered prompts so. Anything else reaches the processor unchanged."""
+    base = type(processor)
+    if base in _CONVERSING.values() or not hasattr(processor, "apply_chat_template"):
+        return processor
+    if base not in _CONVERSING:
+        _CONVERSING[base] = _conversing_class(base)
+    processor.__class__ = _CONVERSING[base]
+    return processor
+
+
+def _plain_processor(base: type) -> Any:
+    return base.__new__(base)  # its state follows, as pickle and deepcopy hand it over
+
+
+def _conversing_class(base: type) -> type:
+    try:
+        names = list(inspect.signature(base.__call__).parameters)[1:]
+    except (TypeError, ValueError):
+        names = []
+    position = names.index("text") if "text" in names else None
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        add_generation_prompt = kwargs.pop("add_generation_prompt", True)
+        values = list(args)
+        in_args = position is not None and position < len(values)
+        text = values[position] if in_args else kwargs.get("text")  # type: ignore[index]
+        if _is_conversation(text) or (isinstance(text, list) and text and all(map(_is_conversation, text))):
+            conversations = [text] if _is_conversation(text) else text
+            rendered = [
+                self.apply_chat_template(turns, tokenize=False, add_generation_prompt=add_generation_prompt)
+                for turns in conversations
+            ]
+            text = rendered[0] if _is_conversation(text) else rendered
+            if in_args:
+                values[position] = text  # type: ignore[index]
+            else:
+                kwargs["text"] = text
+        return base.__call__(self, *values, **kwargs)
+
+    def __reduce_ex__(self: Any, protocol: Any) -> Any:
+        # Pickled (datasets' fingerprints and workers, deepcopy) as the plain processor, whose class has a name.
+        return _plain_processor, (base,), dict(self.__dict__)
+
+    attributes = {"__call__": __call__, "__reduce_ex__": __reduce_ex__, "__module__": base.__module__}
+    return type(base.__name__, (base,), {**attributes, "__qualname__": base.__qualname__})
 
 
 def _render_as_text_by_default(processor: Any) -> None:
