@@ -9,7 +9,8 @@ KL reference (`beta > 0`) is the model with its LoRA adapters off. Logs carry TR
 
 Under `mlx.launch` each rank samples and scores its share of `generation_batch_size / num_generations` prompts
 (whole groups), the rewards are gathered for the advantages as TRL gathers them, and the shared loop's ranks average the
-gradients, so a step is the one TRL's processes take together.
+gradients, so a step is the one TRL's processes take together. An evaluation shares its batches out over the ranks
+and logs the means over all of them, as TRL's processes gather their eval metrics.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from mlx.utils import tree_map
 
 from unsloth_zoo.mlx.data import TokenizedRows
-from unsloth_zoo.mlx.distributed import current_world
+from unsloth_zoo.mlx.distributed import current_world, shard
 from unsloth_zoo.mlx.optim import clip_gradients
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
@@ -34,6 +35,7 @@ from ...training.trainer import _progress_callbacks
 from ..config import method_arguments
 from ..grpo_config import GRPOConfig
 from ..reference import ReferencePolicy
+from .eval_ranks import chunk_means
 from .loss import LossSettings, build_batch, completion_logps, loss_metrics, policy_loss
 from .rollout import Rollout, RolloutMaker, dataset_rows, is_conversation
 from .vision import VisionRolloutMaker, is_vision_model
@@ -121,11 +123,6 @@ class GRPOTrainer(MLXTrainer):
             args=config,
             callbacks=[*_progress_callbacks(config), *(callbacks or [])],
         )
-        if self.world.is_distributed and self.eval_prompt_rows is not None:
-            raise NotImplementedError(
-                f"eval_dataset under mlx.launch ({self.world.size} ranks): GRPO's evaluation samples in one process; "
-                "evaluate after training without mlx.launch"
-            )
         self.rollouts.args = self.args
         if self.world.is_distributed:
             self.rollouts.gather_rewards = self._gather_rewards
@@ -361,19 +358,24 @@ class GRPOTrainer(MLXTrainer):
 
     def evaluate(self) -> dict:
         """TRL's evaluation: completions sampled for each eval prompt, scored, and the loss and metrics of each
-        batch (no accumulation), logged under `eval_`."""
+        batch (no accumulation), logged under `eval_` as means over the batches. Under `mlx.launch` each rank takes
+        a strided share of the batches, and the means are over every rank's batches."""
         if not self.eval_prompt_rows:
             raise ValueError("evaluation needs an eval_dataset")
-        args = self.args
+        args, world = self.args, self.world
         settings = self.loss_settings()
         count = args.per_device_eval_batch_size // self.num_generations
         chunks = [self.eval_prompt_rows[start : start + count] for start in range(0, len(self.eval_prompt_rows), count)]
-        self.callback_handler.eval_dataloader = chunks
+        own = [chunks[int(index)] for index in shard(range(len(chunks)), world.rank, world.size)]
+        self.callback_handler.eval_dataloader = own
+        # Each batch's advantages are its own groups', as in one process; gathering them would pair unequal shares.
+        gather_rewards, self.rollouts.gather_rewards = self.rollouts.gather_rewards, None
         self.model.eval()
         start = time.time()
         stored: Dict[str, List[float]] = defaultdict(list)
+        failure: Optional[BaseException] = None
         try:
-            for rows in chunks:
+            for rows in own:
                 rollout = self.rollouts.rollout(self.model, rows, self.state)
                 batch = build_batch(
                     rollout.prompt_ids,
@@ -391,12 +393,21 @@ class GRPOTrainer(MLXTrainer):
                 loss, pieces = policy_loss(self.model, batch, settings, normalizer)
                 stored["loss"].append(float(loss.item()))
                 for name, value in {**rollout.metrics, **loss_metrics(pieces, batch, settings)}.items():
-                    stored[name].append(value)
+                    if name != "num_tokens":
+                        stored[name].append(value)
                 self._fire("on_prediction_step")
+        except Exception as error:
+            if not world.is_distributed:
+                raise
+            failure = error
         finally:
             self.model.train()
-        runtime = time.time() - start
-        metrics = {f"eval_{name}": float(np.mean(values)) for name, values in stored.items() if name != "num_tokens"}
+            self.rollouts.gather_rewards = gather_rewards
+        # Rank 0 evaluates the most batches, so its clock is the evaluation's.
+        stored["runtime"] = [time.time() - start] if world.is_main else []
+        means = chunk_means(world, f"evaluation at step {self.state.global_step}", stored, failure)
+        runtime = means.pop("runtime")
+        metrics = {f"eval_{name}": value for name, value in means.items()}
         metrics["eval_runtime"] = round(runtime, 4)
         if runtime > 0:
             metrics["eval_samples_per_second"] = round(len(self.eval_prompt_rows) / runtime, 3)
