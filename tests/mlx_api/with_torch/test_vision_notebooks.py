@@ -26,6 +26,8 @@ CELL_COUNTS = {
     "llama3_2_vision": 20,
     "qwen2_5_vl_grpo_vision": 19,
     "gemma3_4b_grpo_vision": 20,
+    "qwen3_vl_grpo_vision": 19,
+    "qwen3_5_vision_grpo": 19,
     "pixtral_vision": 16,
 }
 # {notebook: {cell index: the refusal its error must match}}.
@@ -38,6 +40,8 @@ REFUSED = {
     },
 }
 # What each run must print: the trainer's logs and the family's end of turn from a generation.
+# Qwen's GRPO rewards print the prompt the chat template rendered, its image placeholder included.
+QWEN_IMAGE_PROMPT = "Question:\n<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>How many red"
 PRINTED = {
     "qwen3_vl_vision": ("'loss'", "'train_runtime'", "A blue square."),
     "gemma4_e2b_vision": ("'loss'", "'train_runtime'", "A blue square."),
@@ -45,6 +49,8 @@ PRINTED = {
     "pixtral_vision": ("'loss'", "'train_runtime'", "'index': 0, 'text': None, 'type': 'image'"),
     "qwen2_5_vl_grpo_vision": ("rewards/formatting_reward_func/mean", "'train_runtime'", "Question:\n<|im_start|>user"),
     "gemma3_4b_grpo_vision": ("rewards/formatting_reward_func/mean", "'train_runtime'", "<start_of_image>How many red"),
+    "qwen3_vl_grpo_vision": ("rewards/formatting_reward_func/mean", "'train_runtime'", QWEN_IMAGE_PROMPT),
+    "qwen3_5_vision_grpo": ("rewards/formatting_reward_func/mean", "'train_runtime'", QWEN_IMAGE_PROMPT),
 }
 # The files each notebook's save cells must leave in its working folder.
 SAVED = {
@@ -54,6 +60,8 @@ SAVED = {
     "pixtral_vision": ("pixtral_lora/adapter_config.json", "pixtral_lora/adapters.safetensors"),
     "qwen2_5_vl_grpo_vision": ("grpo_lora/adapter_config.json", "grpo_lora/adapter_model.safetensors"),
     "gemma3_4b_grpo_vision": ("gemma_3_lora/adapter_config.json", "gemma_3_lora/adapters.safetensors"),
+    "qwen3_vl_grpo_vision": ("grpo_lora/adapter_config.json", "grpo_lora/adapter_model.safetensors"),
+    "qwen3_5_vision_grpo": ("qwen_lora/adapter_config.json", "qwen_lora/adapter_model.safetensors"),
 }
 # {notebook: {cell index: the error it fails with today}}, where the gap lives said beside each.
 GAPS: Dict[str, Dict[int, str]] = {}
