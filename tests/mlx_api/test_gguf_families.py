@@ -151,7 +151,7 @@ def test_an_architecture_outside_the_list_is_refused_by_name(tiny_model_dir, tmp
         r"but this exporter has no converter for it yet .*exported: llama, mistral, qwen2, qwen3, gemma2, "
         r"gemma3_text, phi3, granite, qwen3_moe, olmo2, lfm2, granitemoehybrid, gpt_oss, ernie4_5, ernie4_5_moe, "
         r"lfm2_moe, gemma, mixtral, seed_oss, olmoe, qwen2_moe, internlm3, hunyuan_v1_dense, smollm3, starcoder2, "
-        r"phi, cohere, glm4, stablelm, ministral3, glm4_moe, gemma4_text, falcon_h1, nemotron_h, qwen3_5_text, qwen3_5_moe_text, "
+        r"phi, cohere, glm4, stablelm, ministral3, glm4_moe, gemma4_text, gemma3n_text, falcon_h1, nemotron_h, qwen3_5_text, qwen3_5_moe_text, "
         r"glm4_moe_lite, deepseek_v3, deepseek_v2\)",
     ):
         model.save_pretrained_gguf(str(tmp_path / "out"), tokenizer)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .coverage import verdict
 from .families import FAMILIES, GRANITE_4_ATTENTION_ONLY, YARN_REFUSALS, Family
-from .converters import gemma4, latent_attention, mamba_hybrids, qwen35
+from .converters import gemma3n, gemma4, latent_attention, mamba_hybrids, qwen35
 from .converters.architectures import feed_forward_length, has_experts, kv_head_counts, split_weight, write_family_keys
 from .tokenizer import TokenizerKeys
 
@@ -96,6 +96,11 @@ def _refuse_unsupported_settings(config: Dict[str, Any]) -> None:
         try:
             gemma4.refuse_unsupported(config)
         except gemma4.Gemma4Unsupported as error:
+            raise UnsupportedModel(str(error)) from None
+    if model_type == "gemma3n_text":
+        try:
+            gemma3n.refuse_unsupported(config)
+        except gemma3n.Gemma3nUnsupported as error:
             raise UnsupportedModel(str(error)) from None
     if model_type in mamba_hybrids.MODEL_TYPES:
         try:
@@ -229,6 +234,8 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
     names = gguf.TensorNameMap(family.arch, int(config["num_hidden_layers"]))
     heads, kv_heads = int(config["num_attention_heads"]), int(config.get("num_key_value_heads") or 0)
     tensors: Dict[str, np.ndarray] = {}
+    if family.architecture == "gemma3n":  # AltUp's projections stacked, its coefficients clipped
+        weights = gemma3n.prepare_weights(weights, config)
     split = qwen35.split_weight if family.architecture in qwen35.ARCHITECTURES else split_weight
     pieces = (
         piece
@@ -253,6 +260,8 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
         tensors["rope_freqs.weight"] = gemma4.rope_frequency_factors(config)
         return tensors
     if family.architecture == "deepseek2":  # its YaRN is checked and written by latent_attention
+        return tensors
+    if family.architecture == "gemma3n":  # mlx_lm's gemma3n rotates plainly, whatever rope_scaling says
         return tensors
     scaling = rope_scaling(config)
     if scaling is not None and scaling["rope_type"] == "llama3":
@@ -279,6 +288,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     family = family_for(config)
     if family.architecture == "gemma4":  # per-layer head sizes and ropes: keys of its own
         gemma4.write_hyperparameters(writer, config, float(config.get("rms_norm_eps") or 1e-6))
+        return
+    if family.architecture == "gemma3n":  # AltUp, Laurel and per-layer inputs: keys of its own
+        gemma3n.write_hyperparameters(writer, config)
         return
     if family.architecture in qwen35.ARCHITECTURES:  # delta-net, rope sections and experts: keys of its own
         qwen35.write_hyperparameters(writer, config)

@@ -66,6 +66,7 @@ FAMILIES = {
     "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
     "glm4_moe": Family("glm4moe", key="GLM4_MOE"),
     "gemma4_text": Family("gemma4"),
+    "gemma3n_text": Family("gemma3n"),  # AltUp, Laurel and per-layer inputs, written by `gemma3n`
     # Mamba 2 hybrids (mamba_hybrids): Nemotron-H with experts is written as nemotron_h_moe.
     "falcon_h1": Family("falcon-h1", key="FALCON_H1"),
     "nemotron_h": Family("nemotron_h"),
@@ -87,7 +88,10 @@ TEXT_WRAPPERS = {
     "gemma4": ("text_config", "language_model."),
     "qwen3_5": ("text_config", "language_model."),
     "qwen3_5_moe": ("text_config", "language_model."),
+    "gemma3n": ("text_config", "model.language_model."),
 }
+# Wrappers whose language model's weights keep a prefix of their own once the wrapper's is removed.
+_INNER_PREFIX = {"gemma3n": "model."}
 # Wrappers whose outer vocab_size mlx_lm copies into the language model's config.
 _OUTER_VOCAB = {"gemma4"}
 # Wrappers mlx_lm also loads from a flat config, read as their language model's own type.
@@ -106,7 +110,11 @@ def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] 
     if config.get("model_type") in _OUTER_VOCAB and config.get("vocab_size"):
         inner["vocab_size"] = config["vocab_size"]
         inner["tie_word_embeddings"] = config[key].get("tie_word_embeddings", True)  # Gemma 4 ties by default
-    named = {name.removeprefix(prefix): value for name, value in (weights or {}).items()}
+    inner_prefix = _INNER_PREFIX.get(str(config.get("model_type")), "")
+    named = {
+        inner_prefix + name.removeprefix(prefix) if name.startswith(prefix) else name: value
+        for name, value in (weights or {}).items()
+    }
     return inner, named
 
 
@@ -117,7 +125,6 @@ YARN_REFUSALS = {
 }
 # Why a type llama.cpp loads is still refused, where more is known than "no converter here yet".
 NOTES: Dict[str, str] = {
-    "gemma3n": "its AltUp, Laurel and per-layer embeddings need a converter of their own",
     "gemma3": "a vision-language config: export its language model saved as gemma3_text",
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
 }
