@@ -160,8 +160,9 @@ def trl(session: nox.Session) -> None:
 @nox.session
 def llama_cpp(session: nox.Session) -> None:
     """Export tiny trained models of every GGUF family and run them with llama.cpp itself (built once, cached)."""
-    _install_packages(session, *MLX_DEPS, str(_llama_cpp_wheel(session)))
-    session.run("pytest", "tests/mlx_api/with_llama_cpp", *session.posargs)
+    _install_packages(session, *MLX_DEPS, "pytest-xdist", str(_llama_cpp_wheel(session)))
+    # Each family's file trains and runs on one core, so the files go to one worker per core.
+    session.run("pytest", "tests/mlx_api/with_llama_cpp", "-n", "auto", "--dist", "loadscope", *session.posargs)
 
 
 @nox.session(default=False)
