@@ -153,7 +153,7 @@ def accept_conversations(processor: Any) -> Any:
     return processor
 
 
-def _plain_processor(base: type) -> Any:
+def _plain_processor(base: Any) -> Any:
     return base.__new__(base)  # its state follows, as pickle and deepcopy hand it over
 
 
@@ -168,7 +168,7 @@ def _conversing_class(base: type) -> type:
         add_generation_prompt = kwargs.pop("add_generation_prompt", True)
         values = list(args)
         in_args = position is not None and position < len(values)
-        text = values[position] if in_args else kwargs.get("text")  # type: ignore[index]
+        text: Any = values[position] if in_args else kwargs.get("text")  # type: ignore[index]
         if _is_conversation(text) or (isinstance(text, list) and text and all(map(_is_conversation, text))):
             conversations = [text] if _is_conversation(text) else text
             rendered = [
