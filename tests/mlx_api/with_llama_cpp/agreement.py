@@ -87,6 +87,49 @@ def agreement(reloaded: dict, tokens: List[int], first: np.ndarray) -> Tuple[int
     return equal, gap
 
 
+def trained_export(
+    folder: Path, root: Path, name: str, targets: Sequence[str], methods: Sequence[str], steps: int
+) -> Dict[str, Any]:
+    """The model in `folder` LoRA-trained (seeded, so each family trains alike whichever ran before it) until it
+    answers, its MLX continuation of the prompt, and llama.cpp's of the files exported in `methods`."""
+    import mlx.core as mx
+
+    from unsloth import FastLanguageModel
+
+    mx.random.seed(0)
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
+    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0, target_modules=list(targets))
+    train_until_it_answers(model, tokenizer, root, steps=steps, learning_rate=1e-2)
+    text = prompt_text()
+    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+    first, tokens = mlx_greedy(model, prompt, NEW_TOKENS)
+    paths = model.save_pretrained_gguf(str(root / "gguf"), tokenizer, quantization_method=list(methods))
+    reloaded = llama_cpp_continuations(paths, text)
+    answer = tokenizer.decode(tokens)
+    return {
+        "name": name,
+        "prompt": prompt,
+        "first": first,
+        "tokens": tokens,
+        "answer": answer,
+        "paths": paths,
+        "reloaded": reloaded,
+    }
+
+
+def assert_agrees(export: Dict[str, Any], method: str, expected: Tuple[str, int, float]) -> None:
+    """llama.cpp's run of one file against MLX's: the same prompt tokens, at least `expected`'s equal greedy tokens
+    and a first-logits gap below its bound, on a model that learned its answer (so the tokens are not noise)."""
+    file_name, least_equal, largest_gap = expected
+    reloaded = export["reloaded"][file_name]
+    assert reloaded["prompt"] == export["prompt"]
+    equal, gap = agreement(reloaded, export["tokens"], export["first"])
+    print(f"{export['name']} {method}: {equal}/{NEW_TOKENS} equal, gap {gap:.2e} ({export['answer']!r})")
+    assert equal >= least_equal, (reloaded["tokens"], export["tokens"])
+    assert gap < largest_gap
+    assert "kettle" in export["answer"]
+
+
 def runner_failure(returncode: int, stderr: str) -> str:
     """Why the llama.cpp process failed, in words: a killing signal by its name, else its status; then its stderr."""
     if returncode < 0:

@@ -12,7 +12,7 @@ import pytest
 
 from tools.kits.tiny_gguf_gemma3n import build_gemma3n_model
 
-from .agreement import NEW_TOKENS, agreement, llama_cpp_continuations, mlx_greedy, prompt_text, train_until_it_answers
+from .agreement import assert_agrees, trained_export
 from .test_gguf_families_llama_cpp import EXPECTED, STEPS
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -20,35 +20,10 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 
 @pytest.fixture(scope="module")
 def gemma3n_export(tmp_path_factory):
-    from unsloth import FastLanguageModel
-
-    import mlx.core as mx
-
-    mx.random.seed(0)
     root = tmp_path_factory.mktemp("gemma3n")
-    model, tokenizer = FastLanguageModel.from_pretrained(str(build_gemma3n_model(root / "model")))
-    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0, target_modules=TARGETS)
-    train_until_it_answers(model, tokenizer, root, steps=STEPS, learning_rate=1e-2)
-    text = prompt_text()
-    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
-    first, tokens = mlx_greedy(model, prompt, NEW_TOKENS)
-    paths = model.save_pretrained_gguf(str(root / "gguf"), tokenizer, quantization_method=list(EXPECTED))
-    return {
-        "prompt": prompt,
-        "first": first,
-        "tokens": tokens,
-        "answer": tokenizer.decode(tokens),
-        "reloaded": llama_cpp_continuations(paths, text),
-    }
+    return trained_export(build_gemma3n_model(root / "model"), root, "gemma3n_text", TARGETS, list(EXPECTED), STEPS)
 
 
 @pytest.mark.parametrize("method", list(EXPECTED))
 def test_llama_cpp_runs_gemma3n_as_mlx_does(gemma3n_export, method):
-    file_name, least_equal, largest_gap = EXPECTED[method]
-    reloaded = gemma3n_export["reloaded"][file_name]
-    assert reloaded["prompt"] == gemma3n_export["prompt"]
-    equal, gap = agreement(reloaded, gemma3n_export["tokens"], gemma3n_export["first"])
-    print(f"gemma3n_text {method}: {equal}/{NEW_TOKENS} equal, gap {gap:.2e} ({gemma3n_export['answer']!r})")
-    assert equal >= least_equal, (reloaded["tokens"], gemma3n_export["tokens"])
-    assert gap < largest_gap
-    assert "kettle" in gemma3n_export["answer"]  # the model learned its answer, so the tokens compared are not noise
+    assert_agrees(gemma3n_export, method, EXPECTED[method])

@@ -12,45 +12,18 @@ import pytest
 
 from tools.kits.tiny_gguf_mamba import MAMBA_FAMILIES, build_mamba_family_model
 
-from .agreement import NEW_TOKENS, agreement, llama_cpp_continuations, mlx_greedy, prompt_text, train_until_it_answers
+from .agreement import assert_agrees, trained_export
 from .test_gguf_families_llama_cpp import EXPECTED, STEPS
 
 
 @pytest.fixture(scope="module", params=list(MAMBA_FAMILIES))
 def family_export(request, tmp_path_factory):
-    from unsloth import FastLanguageModel
-
-    import mlx.core as mx
-
-    mx.random.seed(0)  # each family trains alike whichever ran before it
     name = request.param
     root = tmp_path_factory.mktemp(f"mamba-{name}")
     folder = build_mamba_family_model(root / "model", name)
-    model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
-    targets = list(MAMBA_FAMILIES[name][1])
-    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0, target_modules=targets)
-    train_until_it_answers(model, tokenizer, root, steps=STEPS, learning_rate=1e-2)
-    text = prompt_text()
-    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
-    first, tokens = mlx_greedy(model, prompt, NEW_TOKENS)
-    paths = model.save_pretrained_gguf(str(root / "gguf"), tokenizer, quantization_method=list(EXPECTED))
-    return {
-        "name": name,
-        "prompt": prompt,
-        "first": first,
-        "tokens": tokens,
-        "answer": tokenizer.decode(tokens),
-        "reloaded": llama_cpp_continuations(paths, text),
-    }
+    return trained_export(folder, root, name, MAMBA_FAMILIES[name][1], list(EXPECTED), STEPS)
 
 
 @pytest.mark.parametrize("method", list(EXPECTED))
 def test_llama_cpp_runs_each_mamba_hybrid_as_mlx_does(family_export, method):
-    file_name, least_equal, largest_gap = EXPECTED[method]
-    reloaded = family_export["reloaded"][file_name]
-    assert reloaded["prompt"] == family_export["prompt"]
-    equal, gap = agreement(reloaded, family_export["tokens"], family_export["first"])
-    print(f"{family_export['name']} {method}: {equal}/{NEW_TOKENS} equal, gap {gap:.2e} ({family_export['answer']!r})")
-    assert equal >= least_equal, (reloaded["tokens"], family_export["tokens"])
-    assert gap < largest_gap
-    assert "kettle" in family_export["answer"]  # the model learned its answer, so the tokens compared are not noise
+    assert_agrees(family_export, method, EXPECTED[method])
