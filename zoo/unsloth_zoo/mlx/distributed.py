@@ -349,11 +349,21 @@ def _exchange_hosts(group: Any) -> Tuple[int, int, int]:
     return sharing.index(group.rank()), len(sharing), sharing[0]
 
 
+def _exchange_local_main(group: Any, local_rank: int) -> Optional[int]:
+    """The global rank that the launcher made this host's local rank 0, from every rank's host name and flag."""
+    slots = np.zeros((group.size(), 3), dtype=np.int32)
+    slots[group.rank(), _HOST], slots[group.rank(), _IS_MAIN] = host_id(), int(local_rank == 0)
+    summed = mx.distributed.all_sum(mx.array(slots), group=group, stream=mx.cpu)
+    mx.eval(summed)
+    return local_main_of(np.array(summed), group.rank())
+
+
 def _placement(group: Any, hostfile: Optional[str], rank_text: Optional[str]) -> Tuple[int, int, Optional[int]]:
     """(local rank, local size, local main): an MPI launcher's variables, else the hostfile, else a host exchange."""
     from_mpi = mpi_placement(os.environ)
     if from_mpi is not None:
-        return from_mpi[0], from_mpi[1], None
+        # Open MPI numbers a host's ranks in its mapping order, so its local rank 0 need not be the lowest rank.
+        return from_mpi[0], from_mpi[1], _exchange_local_main(group, from_mpi[0])
     if hostfile:
         local_size, local_rank = mlx_ranks_on_this_host(hostfile, rank_text)
         return local_rank, local_size, hostfile_local_main(hostfile, rank_text)
@@ -363,40 +373,55 @@ def _placement(group: Any, hostfile: Optional[str], rank_text: Optional[str]) ->
 _WORLD: Dict[str, World] = {}
 
 
-def _join_ring(rank_text: str, hostfile: str) -> Any:
-    """The ring group, joined under a time limit: a rank listening for a peer that never starts would wait forever.
-
-    `mx.distributed.init` holds the GIL while it waits, so the limit is faulthandler's, which needs no Python.
-    """
-    rank = int(rank_text) if rank_text.strip().isdigit() else 0
+@contextlib.contextmanager
+def _time_limited(announcement: str) -> Iterator[None]:
+    """Stop this process when the block outlasts the timeout: `mx.distributed.init` and its first collectives hold
+    the GIL while they wait, so the limit is faulthandler's, which needs no Python."""
     timeout = read_timeout()
-    sys.stderr.write(
-        f"[unsloth mlx rank {rank}] joining the ranks listed in {MLX_HOSTFILE_ENV_VAR}={hostfile}; if they have not all "
-        f"joined within {timeout:g} s this rank stops ({TIMEOUT_ENV_VAR} sets the limit)\n"
-    )
+    limit = f"if they have not all joined within {timeout:g} s this rank stops ({TIMEOUT_ENV_VAR} sets the limit)"
+    sys.stderr.write(f"{announcement}; {limit}\n")
     faulthandler.dump_traceback_later(timeout, exit=True)
     try:
-        return mx.distributed.init()
-    except RuntimeError as error:
-        raise RankFailure(f"rank {rank} could not reach the other ranks listed in {hostfile}: {error}") from error
+        yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+def _join_ring(rank_text: str, hostfile: str) -> Any:
+    """The ring group, joined under a time limit: a rank listening for a peer that never starts would wait forever."""
+    rank = int(rank_text) if rank_text.strip().isdigit() else 0
+    with _time_limited(f"[unsloth mlx rank {rank}] joining the ranks listed in {MLX_HOSTFILE_ENV_VAR}={hostfile}"):
+        try:
+            return mx.distributed.init()
+        except RuntimeError as error:
+            raise RankFailure(f"rank {rank} could not reach the other ranks listed in {hostfile}: {error}") from error
+
+
+def _join_mpi(local_rank: int) -> Tuple[Any, Tuple[int, int, Optional[int]]]:
+    """The group an MPI launcher started and this rank's placement in it, under a time limit: both wait on every
+    rank."""
+    with _time_limited(f"[unsloth mlx local rank {local_rank}] joining the ranks the MPI launcher started"):
+        group = mx.distributed.init()
+        return group, _placement(group, None, None) if group.size() > 1 else (0, 1, None)
 
 
 def current_world() -> World:
     """The world of this process, set up once: the mlx group `mlx.launch` (or MLX_RANK / MLX_HOSTFILE) describes."""
     if "world" not in _WORLD:
         rank_text, hostfile = os.environ.get(MLX_RANK_ENV_VAR), os.environ.get(MLX_HOSTFILE_ENV_VAR)
+        from_mpi, placed = mpi_placement(os.environ), None
         if not mx.distributed.is_available():
             group = None
         elif rank_text is not None and hostfile:
             group = _join_ring(rank_text, hostfile)
+        elif from_mpi is not None:
+            group, placed = _join_mpi(from_mpi[0])
         else:
             group = mx.distributed.init()
         if group is None or group.size() == 1:
             _WORLD["world"] = World(None)
         else:
-            local_rank, local_size, local_main = _placement(group, hostfile, rank_text)
+            local_rank, local_size, local_main = placed or _placement(group, hostfile, rank_text)
             watchdog = _Watchdog(group.rank(), read_timeout())
             _WORLD["world"] = World(group, local_rank, local_size, watchdog, local_main)
     return _WORLD["world"]
