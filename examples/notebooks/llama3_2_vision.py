@@ -4,9 +4,9 @@ Radiology_mini conversations, generation before and after `SFTTrainer` with `Uns
 adapter saved.
 
 Cell titles give the notebook's code-cell number. Radiology_mini comes from a local Parquet file of coloured squares
-in its columns (`image`, `caption`). The notebook trains two rows per batch, which mlx-vlm's `mllama` tower cannot
-(it keeps only a batch's first image): that is refused by name, so training and the cells after it run on what the
-model was before training.
+in its columns (`image`, `caption`). The notebook trains two rows per batch, which mlx-vlm's `mllama` call cannot
+take at once (it keeps only the first row's images), so the trainer runs each row as its own call and combines them
+as one batch.
 """
 
 # %% [0] setup in place of the install cell

@@ -30,7 +30,7 @@ def _batch(model: Any, processor: Any, family: str) -> tuple:
         row = train_rows[slot]
         tokens[slot, : len(row)] = row
     weights = mx.array(train_rows.take_read_masks(width))
-    features = train_rows.read_features(width)
+    features = train_rows.read_features(train_rows.last_read, width)
     lengths = mx.array([len(row.ids) for row in encoded])
     return mx.array(tokens), lengths, weights, features, train_rows.token_features
 

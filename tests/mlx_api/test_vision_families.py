@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from unsloth.mlx.vision.backend import (
-    IMAGES_PER_BATCH,
-    ONE_ROW_PER_BATCH,
     REFUSED,
+    TOWER_CALL_LIMITS,
     trainable_families,
     vision_families,
 )
@@ -36,13 +35,11 @@ def square(family: str, colour: str) -> Any:
     return Image.new("RGB", (IMAGE_SIDES[family], IMAGE_SIDES[family]), COLOURS[colour])
 
 
-def conversation(family: str, colour: str) -> Dict[str, Any]:
+def conversation(family: str, colour: str, images: int = 1) -> Dict[str, Any]:
+    squares = [{"type": "image", "image": square(family, colour)} for _ in range(images)]
     return {
         "messages": [
-            {
-                "role": "user",
-                "content": [{"type": "text", "text": QUESTION}, {"type": "image", "image": square(family, colour)}],
-            },
+            {"role": "user", "content": [{"type": "text", "text": QUESTION}, *squares]},
             {"role": "assistant", "content": [{"type": "text", "text": f"It is {colour}."}]},
         ]
     }
@@ -120,14 +117,6 @@ def _hand_written_loss(model: Any, processor: Any, family: str, rows: list) -> f
     return total / count
 
 
-def rows_per_batch(family: str, rows: int) -> int:
-    """The largest batch of one-image rows the family's tower keeps right, at most `rows`, dividing `rows`."""
-    if family in ONE_ROW_PER_BATCH:
-        return 1
-    largest = min(rows, IMAGES_PER_BATCH.get(family, (rows, ""))[0])
-    return max(size for size in range(1, largest + 1) if rows % size == 0)
-
-
 @pytest.fixture(scope="module")
 def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     from tools.kits.tiny_vlm_model import BUILDERS
@@ -155,9 +144,8 @@ def test_the_trainers_loss_is_mlx_vlms_own_forward_and_training_answers_after_re
         data_collator=UnslothVisionDataCollator(model, processor),
         train_dataset=rows,
         args=SFTConfig(
-            # A family that reads one row per batch takes the same rows as one accumulated step.
-            per_device_train_batch_size=rows_per_batch(family, len(rows)),
-            gradient_accumulation_steps=len(rows) // rows_per_batch(family, len(rows)),
+            # Every row in one batch, which a family whose tower keeps fewer rows or images right runs in parts.
+            per_device_train_batch_size=len(rows),
             max_steps=8,
             learning_rate=5e-3,
             warmup_steps=0,
@@ -188,62 +176,125 @@ def test_the_trainers_loss_is_mlx_vlms_own_forward_and_training_answers_after_re
     assert processor.decode(output[0, inputs["input_ids"].shape[1] :].tolist(), skip_special_tokens=True).strip()
 
 
-@pytest.mark.parametrize("family", sorted(set(IMAGES_PER_BATCH) & set(trainable_families())))
-def test_a_family_whose_tower_keeps_few_images_apart_refuses_more_by_name(family, family_dirs, tmp_path) -> None:
-    from trl import SFTConfig, SFTTrainer
+def _sft_config(output_dir: Path, batch: int) -> Any:
+    from trl import SFTConfig
+
+    return SFTConfig(
+        per_device_train_batch_size=batch,
+        max_steps=1,
+        logging_steps=1,
+        output_dir=str(output_dir),
+        report_to="none",
+        save_strategy="no",
+        remove_unused_columns=False,
+        dataset_text_field="",
+        dataset_kwargs={"skip_prepare_dataset": True},
+        max_length=512,
+    )
+
+
+IMAGE_LIMITED = sorted(family for family, limit in TOWER_CALL_LIMITS.items() if limit.images is not None)
+
+
+@pytest.mark.parametrize("family", IMAGE_LIMITED)
+def test_a_batch_with_more_images_than_one_tower_call_keeps_has_the_whole_batchs_loss(
+    family, family_dirs, tmp_path
+) -> None:
+    from trl import SFTTrainer
 
     from unsloth import FastVisionModel
     from unsloth.trainer import UnslothVisionDataCollator
 
-    limit = IMAGES_PER_BATCH[family][0]
+    limit = TOWER_CALL_LIMITS[family].images
+    model, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    # Rows of one and two images, twice the limit in all, so the batch runs as at least two calls.
+    counts = [1, 2, 2, 1] if limit == 3 else [1] * (2 * limit)
+    rows = [conversation(family, colour, images) for colour, images in zip(COLOURS, counts)]
+    expected = _hand_written_loss(model, processor, family, rows)
+    trainer = SFTTrainer(
+        model=model,
+        tokenizer=processor,
+        data_collator=UnslothVisionDataCollator(model, processor),
+        train_dataset=rows,
+        args=_sft_config(tmp_path / "out", len(rows)),
+    )
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert abs(losses[0] - expected) < 1e-5, (losses[0], expected)
+
+
+@pytest.mark.parametrize("family", IMAGE_LIMITED)
+def test_a_row_with_more_images_than_one_tower_call_keeps_is_refused_by_name(family, family_dirs, tmp_path) -> None:
+    from trl import SFTTrainer
+
+    from unsloth import FastVisionModel
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    limit = TOWER_CALL_LIMITS[family].images
     model, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
     trainer = SFTTrainer(
         model=model,
         tokenizer=processor,
         data_collator=UnslothVisionDataCollator(model, processor),
-        train_dataset=[conversation(family, colour) for colour in list(COLOURS)[: limit + 1]],
-        args=SFTConfig(
-            per_device_train_batch_size=limit + 1,
-            max_steps=1,
-            output_dir=str(tmp_path / "out"),
-            report_to="none",
-            save_strategy="no",
-            remove_unused_columns=False,
-            dataset_text_field="",
-            dataset_kwargs={"skip_prepare_dataset": True},
-        ),
+        train_dataset=[conversation(family, "red"), conversation(family, "blue", limit + 1)],
+        args=_sft_config(tmp_path / "out", 2),
     )
-    with pytest.raises(NotImplementedError, match=f"at most {limit} images per batch .this one has {limit + 1}."):
+    with pytest.raises(
+        NotImplementedError, match=f"at most {limit} images per row .a row of this batch has {limit + 1}"
+    ):
         trainer.train()
 
 
-@pytest.mark.parametrize("family", sorted(set(ONE_ROW_PER_BATCH) & set(trainable_families())))
-def test_a_family_that_reads_one_row_refuses_a_batch_of_two_by_name(family, family_dirs, tmp_path) -> None:
-    from trl import SFTConfig, SFTTrainer
+def _summed_row_losses(model: Any, rows: list) -> Any:
+    """The summed next-token loss of each row's masked targets, each row alone through mlx-vlm's own model call."""
+    import mlx.core as mx
+
+    total = mx.array(0.0)
+    for row in rows:
+        ids = mx.array(row.ids[None, :])
+        features = {name: mx.array(value) for name, value in row.features.items()}
+        logits = model(ids, features.pop("pixel_values"), mask=None, **features).logits[0, :-1]
+        log_probs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        picked = mx.take_along_axis(log_probs, mx.array(row.ids[1:])[:, None], axis=-1)[:, 0]
+        total = total - (picked * mx.array(row.mask[1:].astype(np.float32))).sum()
+    return total
+
+
+@pytest.mark.parametrize("family", sorted(TOWER_CALL_LIMITS))
+def test_a_batch_run_in_parts_has_the_gradients_of_its_summed_row_losses(family, family_dirs) -> None:
+    import mlx.core as mx
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten
+
+    from unsloth_zoo.mlx.data import TokenizedRows, pad_batch
 
     from unsloth import FastVisionModel
+    from unsloth.mlx.vision.training import VisionTrainRows, vision_step
     from unsloth.trainer import UnslothVisionDataCollator
 
     model, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
     model = FastVisionModel.get_peft_model(model, r=8, lora_alpha=16, random_state=3407)
-    trainer = SFTTrainer(
-        model=model,
-        tokenizer=processor,
-        data_collator=UnslothVisionDataCollator(model, processor),
-        train_dataset=[conversation(family, "red"), conversation(family, "blue")],
-        args=SFTConfig(
-            per_device_train_batch_size=2,
-            max_steps=1,
-            output_dir=str(tmp_path / "out"),
-            report_to="none",
-            save_strategy="no",
-            remove_unused_columns=False,
-            dataset_text_field="",
-            dataset_kwargs={"skip_prepare_dataset": True},
-        ),
+    # LoRA's B starts at zero, which would leave every A's gradient zero too.
+    for _, module in model.named_modules():
+        if hasattr(module, "lora_b"):
+            module.lora_b = mx.random.normal(module.lora_b.shape) * 0.05
+    collator = UnslothVisionDataCollator(model, processor)
+    encoded = [collator.encode(conversation(family, colour)) for colour in COLOURS]
+    rows = VisionTrainRows(
+        TokenizedRows([row.ids for row in encoded]), [row.mask for row in encoded], [row.features for row in encoded]
     )
-    with pytest.raises(NotImplementedError, match=f"training {family} on MLX takes one row per batch: .*first image"):
-        trainer.train()
+    tokens, lengths = pad_batch(rows, list(range(len(encoded))), 0)
+    loss, count, grads = vision_step(model, rows)(mx.array(tokens), mx.array(lengths))
+    targets = sum(int(row.mask[1:].sum()) for row in encoded)
+    expected_loss, expected = nn.value_and_grad(model, lambda m: _summed_row_losses(m, encoded) / targets)(model)
+    assert int(count.item()) == targets
+    assert abs(loss.item() - expected_loss.item()) < 1e-5, (loss.item(), expected_loss.item())
+    expected_grads = dict(tree_flatten(expected))
+    got = dict(tree_flatten(grads))
+    assert set(got) == set(expected_grads) and got
+    worst = max(float(mx.abs(got[name] - expected_grads[name]).max().item()) for name in got)
+    assert worst < 1e-6, worst
+    assert max(float(mx.abs(value).max().item()) for value in got.values()) > 1e-4, "the gradients are not all zero"
 
 
 @pytest.mark.parametrize("family", trainable_families())

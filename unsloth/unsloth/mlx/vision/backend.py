@@ -15,7 +15,7 @@ import inspect
 import json
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import mlx.core as mx
 
@@ -55,17 +55,30 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
     ),
 }  # fmt: skip
 REFUSED: Dict[str, str] = {family: reason for reason, group in REFUSED_GROUPS.items() for family in group}
-# Families whose mlx-vlm forward pass is right for one row at a time only, with the reason.
-ONE_ROW_PER_BATCH: Dict[str, str] = {
-    "mllama": "mlx-vlm 0.7.10's Llama 3.2 Vision tower keeps only the first image of a batch (it indexes its encoder "
-    "output with [0])",
-}
-# Families whose mlx-vlm vision tower is right for at most so many images in one call, with the reason.
-IMAGES_PER_BATCH: Dict[str, Tuple[int, str]] = {
-    "ernie4_5_moe_vl": (
-        3,
-        "mlx-vlm 0.7.10's ERNIE 4.5 VL tower splits a batch's patches into at most three attention blocks, so from "
-        "the fourth image on images attend to each other",
+
+
+class TowerCallLimit(NamedTuple):
+    """The most rows, or images, one call of a family's mlx-vlm forward pass keeps right (None: no limit), and why."""
+
+    rows: Optional[int]
+    images: Optional[int]
+    reason: str
+
+
+# Families whose mlx-vlm forward pass is right for a few rows or images per call only: training runs a larger
+# batch as several calls within the limit (`tower_call_groups`) and combines them as one batch.
+TOWER_CALL_LIMITS: Dict[str, TowerCallLimit] = {
+    "mllama": TowerCallLimit(
+        rows=1,
+        images=None,
+        reason="mlx-vlm 0.7.10's Llama 3.2 Vision call keeps only the first row's images (it indexes its tower's "
+        "output with [0])",
+    ),
+    "ernie4_5_moe_vl": TowerCallLimit(
+        rows=None,
+        images=3,
+        reason="mlx-vlm 0.7.10's ERNIE 4.5 VL tower splits a call's patches into at most three attention blocks, so "
+        "from the fourth image on images attend to each other",
     ),
 }
 # (config `model_type`, vision `model_type`) of checkpoints as the Hub ships them -> the mlx-vlm module that loads
@@ -268,26 +281,37 @@ def check_family(model: Any) -> str:
     return family
 
 
-def check_batch_rows(model: Any, rows: int) -> None:
-    """Refuse by name a batch of several rows for a family whose forward pass reads only one."""
-    reason = ONE_ROW_PER_BATCH.get(model_family(model))
-    if rows > 1 and reason is not None:
-        raise NotImplementedError(
-            f"training {model_family(model)} on MLX takes one row per batch: {reason}; set "
-            "per_device_train_batch_size=1 and raise gradient_accumulation_steps for the same effective batch"
-        )
-
-
-def check_batch_images(model: Any, features: Dict[str, Any]) -> None:
-    """Refuse by name a batch holding more images than the family's tower keeps apart."""
-    limit = IMAGES_PER_BATCH.get(model_family(model))
+def _images_in(features: Dict[str, Any]) -> int:
+    """How many images a row's features hold: the rows of its `image_grid_thw` (ERNIE 4.5 VL's, Qwen's)."""
     grids = features.get("image_grid_thw")
-    if limit is not None and grids is not None and grids.shape[0] > limit[0]:
-        raise NotImplementedError(
-            f"training {model_family(model)} on MLX takes at most {limit[0]} images per batch (this one has "
-            f"{grids.shape[0]}): {limit[1]}; lower per_device_train_batch_size and raise gradient_accumulation_steps "
-            "for the same effective batch"
-        )
+    return 0 if grids is None else int(grids.shape[0])
+
+
+def tower_call_groups(model: Any, rows: Sequence[Dict[str, Any]]) -> List[List[int]]:
+    """The positions of a batch's rows (given by their features) in consecutive groups, each as many rows and images
+    as one call of the family's forward pass keeps right; one group unless `TOWER_CALL_LIMITS` limits the family.
+    A row that alone holds more images than one call keeps is refused by name."""
+    family = model_family(model)
+    limit = TOWER_CALL_LIMITS.get(family)
+    if limit is None:
+        return [list(range(len(rows)))]
+    groups: List[List[int]] = []
+    images_in_group = 0
+    for position, features in enumerate(rows):
+        images = _images_in(features)
+        if limit.images is not None and images > limit.images:
+            raise NotImplementedError(
+                f"training {family} on MLX takes at most {limit.images} images per row (a row of this batch has "
+                f"{images}): {limit.reason}; split that row's images across rows"
+            )
+        row_full = limit.rows is not None and bool(groups) and len(groups[-1]) >= limit.rows
+        images_full = limit.images is not None and images_in_group + images > limit.images
+        if not groups or row_full or images_full:
+            groups.append([])
+            images_in_group = 0
+        groups[-1].append(position)
+        images_in_group += images
+    return groups
 
 
 def vision_tower(model: Any) -> Any:

@@ -9,18 +9,19 @@ weighs the loss by the collator's answer masks.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
+from mlx.utils import tree_map
 
 from unsloth_zoo.mlx.chunked_loss import call_token_scores
 from unsloth_zoo.mlx.data import TokenizedRows
 
 from ..training.train_data import TrainRows, columns
 from .collator import UnslothVisionDataCollator, pad_tokens, per_token_features
-from .backend import causal_logits, check_batch_images, check_batch_rows, check_family, vision_tower
+from .backend import causal_logits, check_family, tower_call_groups, vision_tower
 
 
 class VisionRows(NamedTuple):
@@ -99,11 +100,11 @@ class VisionTrainRows(TrainRows):
         self.last_read = list(self._read)
         return super().take_read_masks(width)
 
-    def read_features(self, width: int) -> Dict[str, mx.array]:
-        """The features of the rows last read, joined along the first axis in batch order; a per-token feature
+    def read_features(self, indices: List[int], width: int) -> Dict[str, mx.array]:
+        """The features of source rows `indices`, joined along the first axis in that order; a per-token feature
         right-padded with zeros to the batch's `width`, as the tokens are."""
         joined: Dict[str, List[np.ndarray]] = {}
-        for index in self.last_read:
+        for index in indices:
             for name, value in self.features[index].items():
                 if name in self.token_features:
                     value = pad_tokens(value, width)
@@ -133,17 +134,43 @@ def vision_loss(
     return -(log_probs * keep).sum() / mx.maximum(count, 1), count
 
 
+def _combined(calls: Iterator[Tuple[Any, Any, Any]]) -> Tuple[Any, Any, Any]:
+    """The (mean loss, target count, gradients) of one batch from those of the calls it ran as: each call's mean and
+    gradients weighed by its target count, summed in float32, then divided by the batch's count."""
+    summed_loss, targets, summed_grads, dtypes = mx.array(0.0), mx.array(0), None, None
+    for loss, count, grads in calls:
+        dtypes = tree_map(lambda array: array.dtype, grads)
+        factor = count.astype(mx.float32)
+        grads = tree_map(lambda array: array.astype(mx.float32) * factor, grads)  # noqa: B023
+        summed_grads = grads if summed_grads is None else tree_map(mx.add, summed_grads, grads)
+        summed_loss, targets = summed_loss + loss * factor, targets + count
+        # Materialised so only one call's graph is held at a time.
+        mx.eval(summed_grads, summed_loss, targets)
+    total = mx.maximum(targets, 1).astype(mx.float32)
+    grads = tree_map(lambda array, dtype: (array / total).astype(dtype), summed_grads, dtypes)
+    return summed_loss / total, targets, grads
+
+
 def vision_step(model: Any, rows: VisionTrainRows) -> Any:
-    """The trainer's forward/backward for image batches (uncompiled: each batch's images differ in shape)."""
+    """The trainer's forward/backward for image batches (uncompiled: each batch's images differ in shape); a batch
+    the family's forward pass cannot run in one call (`tower_call_groups`) runs as several, combined as one batch."""
     check_family(model)
     loss_and_grad = nn.value_and_grad(model, vision_loss)
 
-    def forward_backward(tokens: Any, lengths: Any) -> Any:
-        check_batch_rows(model, tokens.shape[0])
-        weights = mx.array(rows.take_read_masks(tokens.shape[1]))
-        features = rows.read_features(tokens.shape[1])
-        check_batch_images(model, features)
+    def run(indices: List[int], tokens: Any, lengths: Any, weights: Any) -> Tuple[Any, Any, Any]:
+        features = rows.read_features(indices, tokens.shape[1])
         (loss, count), grads = loss_and_grad(model, tokens, lengths, weights, features, rows.token_features)
         return loss, count, grads
+
+    def run_group(group: List[int], tokens: Any, lengths: Any, weights: Any) -> Tuple[Any, Any, Any]:
+        take = mx.array(group)
+        return run([rows.last_read[position] for position in group], tokens[take], lengths[take], weights[take])
+
+    def forward_backward(tokens: Any, lengths: Any) -> Any:
+        weights = mx.array(rows.take_read_masks(tokens.shape[1]))
+        groups = tower_call_groups(model, [rows.features[index] for index in rows.last_read])
+        if len(groups) == 1:
+            return run(rows.last_read, tokens, lengths, weights)
+        return _combined(run_group(group, tokens, lengths, weights) for group in groups)
 
     return forward_backward
