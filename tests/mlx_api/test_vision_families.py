@@ -81,6 +81,21 @@ def test_the_trainable_families_are_derived_from_mlx_vlm() -> None:
     assert "qwen3" not in vision_families() and "llama" not in vision_families()
 
 
+def test_gemma3n_refusal_cites_the_tower_mlx_vlm_builds_whatever_the_config_says() -> None:
+    """Built lazily, so nothing is computed: when mlx-vlm sizes its MobileNet-V5 tower by the config, this fails
+    and the refusal is to be revisited."""
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models.gemma3n.config import VisionConfig
+    from mlx_vlm.models.gemma3n.vision import VisionModel
+
+    def parameters(config: VisionConfig) -> int:
+        return sum(weight.size for _, weight in tree_flatten(VisionModel(config).parameters()))
+
+    tiny = VisionConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=1, image_size=32)
+    assert parameters(tiny) == parameters(VisionConfig())
+    assert f"{parameters(tiny):,} parameters" in REFUSED["gemma3n"]
+
+
 def test_a_model_type_mlx_vlm_has_no_vision_module_for_is_refused() -> None:
     from unsloth.mlx.vision.backend import check_family
 
