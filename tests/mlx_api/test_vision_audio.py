@@ -68,13 +68,18 @@ def _hand_written_loss(model: Any, processor: Any, rows: list) -> float:
 
 
 def test_audio_rows_train_with_mlx_vlms_own_loss_and_the_reloaded_adapter_answers_audio(audio_dir, tmp_path) -> None:
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
     from trl import SFTConfig, SFTTrainer
 
     from unsloth import FastModel
     from unsloth.trainer import UnslothVisionDataCollator
 
     model, processor = FastModel.from_pretrained(str(audio_dir), max_seq_length=512, load_in_4bit=False)
-    model = FastModel.get_peft_model(model, finetune_vision_layers=False, r=8, lora_alpha=16, random_state=3407)
+    # The 12B notebook's switches: LoRA on the language model and the audio tower.
+    model = FastModel.get_peft_model(
+        model, finetune_vision_layers=False, finetune_audio_layers=True, r=8, lora_alpha=16, random_state=3407
+    )
     rows = [conversation(colour) for colour in TONES]
     expected = _hand_written_loss(model, processor, rows)
     trainer = SFTTrainer(
@@ -104,6 +109,8 @@ def test_audio_rows_train_with_mlx_vlms_own_loss_and_the_reloaded_adapter_answer
     # The first step's loss is computed before any update, on every row at once (right-padded).
     assert abs(losses[0] - expected) < 1e-5, (losses[0], expected)
     assert losses[-1] < losses[0] * 0.8, losses
+    tower = {name: value for name, value in tree_flatten(model.trainable_parameters()) if name.startswith("audio_")}
+    assert tower and any(float(mx.abs(value).max()) > 0 for name, value in tower.items() if "lora_b" in name)
     model.save_pretrained(str(tmp_path / "adapter"))
     processor.save_pretrained(str(tmp_path / "adapter"))
     reloaded, processor = FastModel.from_pretrained(str(tmp_path / "adapter"))
@@ -149,3 +156,52 @@ def test_a_row_with_two_clips_is_refused_by_name_as_one_call_keeps_one(audio_dir
     # One clip per row: a call per clip, and a row without audio joins the call before it.
     single = {"input_features": features["input_features"][:1]}
     assert tower_call_groups(model, [single, single, {}, single]) == [[0], [1, 2], [3]]
+
+
+# The E2B and E4B notebooks' target_modules: the language model's names and the audio tower's own.
+NOTEBOOK_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "post"]
+NOTEBOOK_TARGETS += ["linear_start", "linear_end", "embedding_projection", "ffw_layer_1", "ffw_layer_2", "output_proj"]
+
+
+def _adapted(model: Any) -> List[str]:
+    from mlx_lm.tuner.lora import LoRALinear
+
+    return [path for path, module in model.named_modules() if isinstance(module, LoRALinear)]
+
+
+def test_lora_reaches_the_audio_tower_as_the_audio_notebooks_ask(audio_dir) -> None:
+    from unsloth import FastModel
+
+    model, _ = FastModel.from_pretrained(str(audio_dir))
+    FastModel.get_peft_model(model, finetune_vision_layers=False, target_modules=NOTEBOOK_TARGETS, r=4)
+    adapted = _adapted(model)
+    audio = {path.rsplit(".", 2)[-2] if path.endswith(".linear") else path.rsplit(".", 1)[-1] for path in adapted}
+    assert {"post", "linear_start", "linear_end", "ffw_layer_1", "ffw_layer_2", "output_proj", "q_proj"} <= audio
+    assert "embed_audio.embedding_projection" in adapted and not any(path.startswith("vision") for path in adapted)
+    # The audio attention's relative position projection is held twice by mlx-vlm (once read by its weight), so a
+    # LoRA around one holder would never be used: it stays as it is.
+    assert not any("relative_k_proj" in path or "pos_proj" in path for path in adapted)
+    model, _ = FastModel.from_pretrained(str(audio_dir))
+    FastModel.get_peft_model(model, finetune_vision_layers=False, r=4)
+    assert not any(path.startswith(("audio_tower", "embed_audio")) for path in _adapted(model)), "audio is opt-in"
+
+
+def test_bad_audio_parts_get_one_clear_message(audio_dir) -> None:
+    from unsloth import FastModel
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    model, processor = FastModel.from_pretrained(str(audio_dir))
+    with pytest.raises(ValueError, match="cutting it would cut the audio; raise max_seq_length or make the audio"):
+        UnslothVisionDataCollator(model, processor, max_seq_length=12).encode(conversation("red"))
+    resampled = conversation("red")
+    resampled["messages"][1]["content"][0]["audio"] = {"array": waveform("red"), "sampling_rate": 44100}
+    with pytest.raises(ValueError, match="sampled at 44100 Hz, but the processor reads 16000 Hz"):
+        UnslothVisionDataCollator(model, processor).encode(resampled)
+    a_file = conversation("red")
+    a_file["messages"][1]["content"][0]["audio"] = "speech.mp3"
+    with pytest.raises(ValueError, match="give its samples as a 1-D array at 16000 Hz"):
+        UnslothVisionDataCollator(model, processor).encode(a_file)
+    video = conversation("red")
+    video["messages"][1]["content"].append({"type": "video", "video": "clip.mp4"})
+    with pytest.raises(NotImplementedError, match="video part: it trains on images and audio only"):
+        UnslothVisionDataCollator(model, processor).encode(video)

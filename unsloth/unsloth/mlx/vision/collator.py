@@ -299,12 +299,14 @@ class UnslothVisionDataCollator:
             raise ValueError("a row has no assistant answer to train on (completion_only_loss needs an assistant turn)")
         if self.max_seq_length is not None and len(ids) > self.max_seq_length:
             cut = ids[self.max_seq_length :]
-            if (cut == placeholders[0]).any() or (audios and (cut == placeholders[1]).any()):
-                raise ValueError(
-                    f"a row is {len(ids)} tokens with its image or audio, longer than max_seq_length="
-                    f"{self.max_seq_length}, and cutting it would cut them; raise max_seq_length, or make the images "
-                    "smaller (resize=) or the audio shorter"
-                )
+            hints = {"image": "make the images smaller (resize=)", "audio": "make the audio clips shorter"}
+            for kind, token in zip(MEDIA_PARTS, placeholders):
+                if token is not None and (cut == token).any():
+                    raise ValueError(
+                        f"a row is {len(ids)} tokens with its {kind}, longer than max_seq_length="
+                        f"{self.max_seq_length}, and cutting it would cut the {kind}; raise max_seq_length or "
+                        f"{hints[kind]}"
+                    )
             ids, mask = ids[: self.max_seq_length], mask[: self.max_seq_length]
         return EncodedRow(ids, mask, {name: np.asarray(value) for name, value in processed.items()})
 
