@@ -201,6 +201,9 @@ def test_bad_audio_parts_get_one_clear_message(audio_dir) -> None:
     a_file["messages"][1]["content"][0]["audio"] = "speech.mp3"
     with pytest.raises(ValueError, match="give its samples as a 1-D array at 16000 Hz"):
         UnslothVisionDataCollator(model, processor).encode(a_file)
+    # A clip as `datasets.map` stores it (a list of floats) reaches generate's inputs too, without mlx-audio.
+    inputs = processor.apply_chat_template([SYSTEM, user_turn("red")], tokenize=True, return_dict=True)
+    assert inputs["input_features"].shape[-1] == 128
     video = conversation("red")
     video["messages"][1]["content"].append({"type": "video", "video": "clip.mp4"})
     with pytest.raises(NotImplementedError, match="video part: it trains on images and audio only"):

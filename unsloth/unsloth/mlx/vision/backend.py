@@ -240,6 +240,8 @@ def _render_as_text_by_default(processor: Any) -> None:
 
     def apply_chat_template(*args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("tokenize", False)
+        if args:
+            args = (_audio_as_arrays(args[0]), *args[1:])
         rendered = render(*args, **kwargs)
         if type(rendered) is dict:
             from transformers.feature_extraction_utils import BatchFeature
@@ -248,6 +250,27 @@ def _render_as_text_by_default(processor: Any) -> None:
         return rendered
 
     processor.apply_chat_template = apply_chat_template
+
+
+def _audio_as_arrays(conversation: Any) -> Any:
+    """The conversation with each audio part's list of samples (as `datasets.map` stores it) made a numpy array:
+    mlx-vlm reads anything but an array as a file, which needs mlx-audio."""
+    import numpy as np
+
+    if not isinstance(conversation, list):
+        return conversation
+
+    def part(value: Any) -> Any:
+        if isinstance(value, dict) and value.get("type") == "audio" and isinstance(value.get("audio"), list):
+            return {**value, "audio": np.asarray(value["audio"], dtype=np.float32)}
+        return value
+
+    return [
+        {**turn, "content": [part(item) for item in turn["content"]]}
+        if isinstance(turn, dict) and isinstance(turn.get("content"), list)
+        else turn
+        for turn in conversation
+    ]
 
 
 def save_processor(processor: Any, folder: Path) -> None:
