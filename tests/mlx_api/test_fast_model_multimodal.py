@@ -203,11 +203,11 @@ def test_another_auto_model_is_refused_by_name(multimodal_dirs) -> None:
         FastModel.from_pretrained(str(multimodal_dirs["gemma4"]), auto_model=AutoModelForCausalLM)
 
 
-def test_finetune_audio_layers_is_refused_by_name(multimodal_dirs) -> None:
+def test_finetune_audio_layers_without_an_audio_tower_is_refused_by_name(multimodal_dirs) -> None:
     from unsloth import FastModel
 
     model, _ = FastModel.from_pretrained(str(multimodal_dirs["gemma4"]), load_in_4bit=False)
-    with pytest.raises(NotImplementedError, match="finetune_audio_layers"):
+    with pytest.raises(NotImplementedError, match="finetune_audio_layers=True: this checkpoint has no audio tower"):
         FastModel.get_peft_model(model, r=8, finetune_audio_layers=True)
 
 

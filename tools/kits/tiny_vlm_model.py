@@ -864,16 +864,29 @@ GEMMA4_TEMPLATE = (
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{%- else %}{%- for part in message['content'] %}"
     "{%- if part['type'] == 'image' %}<|image|>"
+    "{%- elif part['type'] == 'audio' %}<|audio|>"
     "{%- elif part['type'] == 'text' %}{{ part['text'] }}{%- endif %}"
     "{%- endfor %}{%- endif %}<turn|>\n"
     "{% endfor %}"
     "{%- if add_generation_prompt %}<|turn>model\n{% endif %}"
 )
 GEMMA4_IMAGE_SIDE = 32
+# A two-layer Conformer over the 128 mel bins the processor always makes: one audio token per 40 ms, as the real one.
+GEMMA4_AUDIO = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "subsampling_conv_channels": [8, 4],
+    "conv_kernel_size": 5,
+    "attention_chunk_size": 12,
+    "attention_context_left": 13,
+    "attention_context_right": 0,
+    "output_proj_dims": 32,
+}
 
 
-def gemma4_config(tokens: Dict[str, int]) -> dict:
-    """Gemma 4 (vision, no audio tower) with 4 soft tokens for a 32x32 image: 8-pixel patches pooled 2x2."""
+def gemma4_config(tokens: Dict[str, int], audio: bool = False) -> dict:
+    """Gemma 4 with 4 soft tokens for a 32x32 image (8-pixel patches pooled 2x2), and a tiny audio tower if asked."""
     vocab = tokens["vocab"]
     return {
         "model_type": "gemma4",
@@ -922,7 +935,7 @@ def gemma4_config(tokens: Dict[str, int]) -> dict:
             "pooling_kernel_size": 2,
             "default_output_length": 4,
         },
-        "audio_config": None,
+        "audio_config": dict(GEMMA4_AUDIO) if audio else None,
     }
 
 
@@ -933,8 +946,9 @@ def tiny_gemma4_model(seed: int = 0) -> Any:
     return _model(gemma4, gemma4_config(GEMMA4_TOKENS), seed)
 
 
-def build_tiny_gemma4(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
-    """A loadable tiny Gemma 4 (vision) in `folder`, with mlx-vlm's own Gemma 4 processor; returns its path."""
+def build_tiny_gemma4(folder: str | Path, *, seed: int = 0, vocab_size: int = 512, audio: bool = False) -> Path:
+    """A loadable tiny Gemma 4 (vision; with `audio`, an audio tower too) in `folder`, with mlx-vlm's own Gemma 4
+    processor; returns its path."""
     from mlx_vlm.models import gemma4
 
     folder = Path(folder)
@@ -947,7 +961,7 @@ def build_tiny_gemma4(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
     tokens = {"vocab": ids["__size__"], "eos": ids["<turn|>"]}
     tokens |= {"image": ids["<|image|>"], "boi": ids["<|image>"], "eoi": ids["<image|>"]}
     tokens |= {"audio": ids["<|audio|>"], "boa": ids["<|audio>"], "eoa": ids["<audio|>"]}
-    config = gemma4_config(tokens)
+    config = gemma4_config(tokens, audio)
     _write_json(folder / "config.json", config)
     _write_json(
         folder / "processor_config.json",

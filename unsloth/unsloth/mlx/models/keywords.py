@@ -108,6 +108,7 @@ VISION_LOAD_USED = (
 TEXT_PEFT_USED = ("modules_to_save", "use_gradient_checkpointing")
 VISION_PEFT_USED = (
     "finetune_vision_layers",
+    "finetune_audio_layers",
     "finetune_language_layers",
     "finetune_attention_modules",
     "finetune_mlp_modules",

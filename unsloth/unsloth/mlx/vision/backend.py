@@ -59,11 +59,13 @@ REFUSED: Dict[str, str] = {family: reason for reason, group in REFUSED_GROUPS.it
 
 
 class TowerCallLimit(NamedTuple):
-    """The most rows, or images, one call of a family's mlx-vlm forward pass keeps right (None: no limit), and why."""
+    """The most rows, images or audio clips one call of a family's mlx-vlm forward pass keeps right (None: no limit),
+    and why."""
 
     rows: Optional[int]
     images: Optional[int]
     reason: str
+    audios: Optional[int] = None
 
 
 # Families whose mlx-vlm forward pass is right for a few rows or images per call only: training runs a larger
@@ -81,7 +83,16 @@ TOWER_CALL_LIMITS: Dict[str, TowerCallLimit] = {
         reason="mlx-vlm 0.7.10's ERNIE 4.5 VL tower splits a call's patches into at most three attention blocks, so "
         "from the fourth image on images attend to each other",
     ),
+    "gemma4": TowerCallLimit(
+        rows=None,
+        images=None,
+        audios=1,
+        reason="mlx-vlm 0.7.10's Gemma 4 call fills the audio placeholders from its audio tower's output flattened, "
+        "padding frames included, so a second clip of a call would start on the first one's padding",
+    ),
 }
+# Families whose audio tower's training forward pass is checked here against a tiny model; any other's audio is refused.
+AUDIO_FAMILIES = ("gemma4",)
 # (config `model_type`, vision `model_type`) of checkpoints as the Hub ships them -> the mlx-vlm module that loads
 # them: Pixtral's config says llava, whose module has no Pixtral tower.
 CONFIG_ROUTES: Dict[Tuple[str, str], str] = {("llava", "pixtral"): "pixtral"}
@@ -137,6 +148,7 @@ def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:
     config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
     routed = routed_model_type(config)
     model, processor = _load_routed(folder, routed) if routed else load(str(folder))
+    initialise_bare_modules(model)
     # mlx-vlm 0.7.10's Gemma 3 processor leaves the chat template on its tokenizer only.
     if getattr(processor, "chat_template", None) is None:
         processor.chat_template = getattr(getattr(processor, "tokenizer", None), "chat_template", None)
@@ -144,6 +156,19 @@ def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:
         _render_as_text_by_default(processor)
     accept_conversations(processor)
     return model, processor
+
+
+def initialise_bare_modules(model: Any) -> Any:
+    """Give the state `nn.Module.__init__` sets to sub-modules built without it: mlx-vlm 0.7.10's Gemma 4 audio
+    attention makes its relative position embedding with `__new__`, so `model.freeze()` (LoRA) fails on it."""
+    import mlx.nn as nn
+
+    for _, module in model.named_modules():
+        if "_no_grad" not in vars(module):
+            training = vars(module).get("_training", True)
+            nn.Module.__init__(module)
+            module._training = training
+    return model
 
 
 def _is_conversation(value: Any) -> bool:
@@ -173,9 +198,10 @@ def _plain_processor(base: Any) -> Any:
 
 def _conversing_class(base: type) -> type:
     try:
-        names = list(inspect.signature(base.__call__).parameters)[1:]
+        signature: Optional[inspect.Signature] = inspect.signature(base.__call__)
+        names = list(signature.parameters)[1:]  # type: ignore[union-attr]
     except (TypeError, ValueError):
-        names = []
+        signature, names = None, []
     position = names.index("text") if "text" in names else None
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -200,20 +226,52 @@ def _conversing_class(base: type) -> type:
         # Pickled (datasets' fingerprints and workers, deepcopy) as the plain processor, whose class has a name.
         return _plain_processor, (base,), dict(self.__dict__)
 
+    # mlx-vlm reads the processor's parameters to decide what to pass (Gemma 4's `audio`), so they stay visible.
+    if signature is not None:
+        __call__.__signature__ = signature  # type: ignore[attr-defined]
     attributes = {"__call__": __call__, "__reduce_ex__": __reduce_ex__, "__module__": base.__module__}
     return type(base.__name__, (base,), {**attributes, "__qualname__": base.__qualname__})
 
 
 def _render_as_text_by_default(processor: Any) -> None:
     """mlx-vlm's PaddleOCR-VL processor renders through its tokenizer, which tokenizes unless told not to; a
-    Hugging Face processor returns the text, as notebooks expect."""
+    Hugging Face processor returns the text, as notebooks expect. A tokenized dict (Gemma 4's, with its audio
+    features) comes back as Hugging Face's BatchFeature, whose `.to("cuda")` the audio notebooks call."""
     render = processor.apply_chat_template
 
     def apply_chat_template(*args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("tokenize", False)
-        return render(*args, **kwargs)
+        if args:
+            args = (_audio_as_arrays(args[0]), *args[1:])
+        rendered = render(*args, **kwargs)
+        if type(rendered) is dict:
+            from transformers.feature_extraction_utils import BatchFeature
+
+            return BatchFeature(data=rendered)
+        return rendered
 
     processor.apply_chat_template = apply_chat_template
+
+
+def _audio_as_arrays(conversation: Any) -> Any:
+    """The conversation with each audio part's list of samples (as `datasets.map` stores it) made a numpy array:
+    mlx-vlm reads anything but an array as a file, which needs mlx-audio."""
+    import numpy as np
+
+    if not isinstance(conversation, list):
+        return conversation
+
+    def part(value: Any) -> Any:
+        if isinstance(value, dict) and value.get("type") == "audio" and isinstance(value.get("audio"), list):
+            return {**value, "audio": np.asarray(value["audio"], dtype=np.float32)}
+        return value
+
+    return [
+        {**turn, "content": [part(item) for item in turn["content"]]}
+        if isinstance(turn, dict) and isinstance(turn.get("content"), list)
+        else turn
+        for turn in conversation
+    ]
 
 
 def save_processor(processor: Any, folder: Path) -> None:
@@ -288,6 +346,27 @@ def _images_in(features: Dict[str, Any]) -> int:
     return 0 if grids is None else int(grids.shape[0])
 
 
+def _audios_in(features: Dict[str, Any]) -> int:
+    """How many audio clips a row's features hold: the rows of its mel spectrograms (`input_features`)."""
+    mels = features.get(AUDIO_FEATURES)
+    return 0 if mels is None else int(mels.shape[0])
+
+
+def check_audio(model: Any) -> None:
+    """NotImplementedError naming why this model cannot train on audio, if it cannot."""
+    family = model_family(model)
+    if getattr(model, "audio_tower", None) is None:
+        raise NotImplementedError(
+            f"this {family} checkpoint has no audio tower (its config has no audio_config), so it cannot hear audio "
+            "parts; train it on images and text, or load a checkpoint with an audio tower (Gemma 4 E2B, E4B)"
+        )
+    if family not in AUDIO_FAMILIES:
+        raise NotImplementedError(
+            f"audio training on MLX covers {', '.join(AUDIO_FAMILIES)}; {family}'s audio forward pass through mlx-vlm "
+            "has not been checked here against a tiny model of its architecture"
+        )
+
+
 def tower_call_groups(model: Any, rows: Sequence[Dict[str, Any]]) -> List[List[int]]:
     """The positions of a batch's rows (given by their features) in consecutive groups, each as many rows and images
     as one call of the family's forward pass keeps right; one group unless `TOWER_CALL_LIMITS` limits the family.
@@ -297,21 +376,24 @@ def tower_call_groups(model: Any, rows: Sequence[Dict[str, Any]]) -> List[List[i
     if limit is None:
         return [list(range(len(rows)))]
     groups: List[List[int]] = []
-    images_in_group = 0
+    images_in_group = audios_in_group = 0
     for position, features in enumerate(rows):
-        images = _images_in(features)
-        if limit.images is not None and images > limit.images:
-            raise NotImplementedError(
-                f"training {family} on MLX takes at most {limit.images} images per row (a row of this batch has "
-                f"{images}): {limit.reason}; split that row's images across rows"
-            )
+        images, audios = _images_in(features), _audios_in(features)
+        for count, most, kind in ((images, limit.images, "images"), (audios, limit.audios, "audio clips")):
+            if most is not None and count > most:
+                raise NotImplementedError(
+                    f"training {family} on MLX takes at most {most} {kind} per row (a row of this batch has "
+                    f"{count}): {limit.reason}; split that row's {kind} across rows"
+                )
         row_full = limit.rows is not None and bool(groups) and len(groups[-1]) >= limit.rows
         images_full = limit.images is not None and images_in_group + images > limit.images
-        if not groups or row_full or images_full:
+        audios_full = limit.audios is not None and audios_in_group + audios > limit.audios
+        if not groups or row_full or images_full or audios_full:
             groups.append([])
-            images_in_group = 0
+            images_in_group = audios_in_group = 0
         groups[-1].append(position)
         images_in_group += images
+        audios_in_group += audios
     return groups
 
 
@@ -328,7 +410,7 @@ def language_model(model: Any) -> Any:
 def causal_logits(model: Any, input_ids: mx.array, pixel_values: Optional[mx.array], extras: Dict[str, Any]) -> Any:
     """Logits of every position, each seeing only earlier tokens (and the images), for a right-padded batch: mlx-vlm's
     own model call, except where a family's call masks differently from training."""
-    if pixel_values is None:
+    if pixel_values is None and AUDIO_FEATURES not in extras:
         output = model.language_model(input_ids)
         return getattr(output, "logits", output)
     if model_family(model) == "gemma3":
@@ -394,22 +476,23 @@ def _causal_prefill_tokens(
         logits = language(mx.array([[value]]), cache=cache).logits[:, -1, :]
 
 
-def process_conversation(processor: Any, text: str, images: List[Any]) -> Dict[str, Any]:
-    """One rendered conversation through the processor: 1-D `input_ids`, and numpy image features."""
+def process_conversation(processor: Any, text: str, images: List[Any], audios: Sequence[Any] = ()) -> Dict[str, Any]:
+    """One rendered conversation through the processor: 1-D `input_ids`, and numpy image and audio features."""
     import numpy as np
 
-    if not images:
+    if not images and not audios:
         ids = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
         return {"input_ids": list(ids)}
     # Gemma 3's processor reads a list of images per text; Qwen's a flat list across texts.
-    given = [images] if _nested_images(processor) else images
+    given = ([images] if _nested_images(processor) else images) or None
+    media = {"audio": list(audios)} if audios else {}
     try:
-        output = processor(images=given, text=[text], add_special_tokens=False)
+        output = processor(images=given, text=[text], add_special_tokens=False, **media)
     except TypeError as error:
         # mlx-vlm's PaddleOCR-VL processor passes add_special_tokens=False to its tokenizer itself.
         if "add_special_tokens" not in str(error):
             raise
-        output = processor(images=given, text=[text])
+        output = processor(images=given, text=[text], **media)
     result = {name: np.asarray(value) for name, value in output.items()}
     result["input_ids"] = result["input_ids"][0].tolist()
     result.pop("attention_mask", None)
@@ -419,6 +502,19 @@ def process_conversation(processor: Any, text: str, images: List[Any]) -> Dict[s
 
 def _nested_images(processor: Any) -> bool:
     return type(processor).__name__.startswith("Gemma3")
+
+
+# The processor's mel spectrograms, one row per audio clip (Gemma 4's), as its model call reads them.
+AUDIO_FEATURES = "input_features"
+
+
+def audio_token_id(processor: Any, model: Any = None) -> Optional[int]:
+    """The id of the placeholder each audio clip's features replace, or None for a processor with none."""
+    for owner in (processor, getattr(processor, "tokenizer", None), getattr(model, "config", None)):
+        value = getattr(owner, "audio_token_id", None)
+        if isinstance(value, int):
+            return value
+    return None
 
 
 def image_token_id(processor: Any, model: Any = None) -> int:

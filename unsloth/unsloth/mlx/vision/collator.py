@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`UnslothVisionDataCollator` on MLX: conversations with images made into token rows, answer masks and pixels.
+"""`UnslothVisionDataCollator` on MLX: conversations with images or audio made into token rows, answer masks and
+the processor's image and audio features.
 
-Each row's `messages` (image parts hold a PIL image, or a local file path) are rendered with the processor's chat
-template and run through the processor once. With `completion_only_loss` (the default) only the assistant turns
-count: a turn starts where the conversation before it, rendered with the generation prompt, ends. Image
-placeholder tokens never count. Options the MLX trainer cannot honour are refused by name.
+Each row's `messages` (image parts hold a PIL image, or a local file path; audio parts a 16 kHz waveform, for a model
+with an audio tower) are rendered with the processor's chat template and run through the processor once. With
+`completion_only_loss` (the default) only the assistant turns count: a turn starts where the conversation before it,
+rendered with the generation prompt, ends. Image and audio placeholder tokens never count. Options the MLX trainer
+cannot honour are refused by name.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .backend import image_token_id, process_conversation
+from .backend import audio_token_id, check_audio, image_token_id, process_conversation
 
 # Keyword: the value(s) that mean "nothing asked for", and what to do instead.
 REFUSED_OPTIONS: Dict[str, tuple] = {
@@ -33,7 +35,8 @@ REFUSED_OPTIONS: Dict[str, tuple] = {
 }
 RESIZE_CHOICES = ("min", "max", None)
 # Content parts a processor could read but training here does not, named in the refusal.
-UNSUPPORTED_PARTS = {"audio": "audio features", "video": "video frames"}
+UNSUPPORTED_PARTS = {"video": "video frames"}
+MEDIA_PARTS = ("image", "audio")
 
 
 class EncodedRow(NamedTuple):
@@ -47,8 +50,8 @@ class EncodedRow(NamedTuple):
 def per_token_features(lengths: List[int], features: List[Dict[str, np.ndarray]]) -> frozenset:
     """The names of the features holding a value per token, shaped (1, row length, ...) in every row (Gemma 4's
     `mm_token_type_ids`, Llama 3.2 Vision's `cross_attention_mask`)."""
-    # Image-side features (pixel_values, pixel_attention_mask) never count, even where their length matches.
-    names = {name for name in features[0] if not name.startswith("pixel")} if features else set()
+    # Image and audio features (pixel_values, input_features, their masks) never count, even where their length matches.
+    names = {name for name in features[0] if not name.startswith(("pixel", "input_features"))} if features else set()
     for length, row in zip(lengths, features):
         names = {name for name in names if name in row and row[name].shape[:2] == (1, length)}
     return frozenset(names)
@@ -57,6 +60,13 @@ def per_token_features(lengths: List[int], features: List[Dict[str, np.ndarray]]
 def pad_tokens(value: np.ndarray, width: int) -> np.ndarray:
     """A per-token feature right-padded with zeros to `width` tokens, as the token ids are."""
     return np.pad(value, [(0, 0), (0, width - value.shape[1])] + [(0, 0)] * (value.ndim - 2))
+
+
+def pad_frames(values: List[np.ndarray]) -> List[np.ndarray]:
+    """Rows' audio features (mel frames, or their mask) right-padded with zeros, which the mask reads as padding, to
+    the longest row's frames."""
+    frames = max(value.shape[1] for value in values)
+    return [np.pad(value, [(0, 0), (0, frames - value.shape[1])] + [(0, 0)] * (value.ndim - 2)) for value in values]
 
 
 def _quiet(value: Any, quiet: tuple) -> bool:
@@ -102,6 +112,27 @@ def _open_image(value: Any) -> Any:
     raise ValueError(
         f"an image part holds {type(value).__name__} {str(value)[:60]!r}: give a PIL image or a local file"
     )
+
+
+def _waveform(value: Any, sampling_rate: int) -> np.ndarray:
+    """An audio part's samples as a 1-D float32 array: an array or list of samples, or datasets' decoded
+    {"array", "sampling_rate"} at the processor's rate (nothing is resampled or decoded from a file here)."""
+    rate = sampling_rate
+    if isinstance(value, dict) and "array" in value:
+        rate = int(value.get("sampling_rate") or sampling_rate)
+        value = value["array"]
+    if rate != sampling_rate:
+        raise ValueError(
+            f"an audio part is sampled at {rate} Hz, but the processor reads {sampling_rate} Hz: cast the column with "
+            f"datasets' Audio(sampling_rate={sampling_rate}) first"
+        )
+    samples = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+    if samples is None or samples.dtype.kind not in "iuf" or samples.ndim != 1 or not samples.size:
+        raise ValueError(
+            f"an audio part holds {type(value).__name__} {str(value)[:60]!r}: give its samples as a 1-D array "
+            f"at {sampling_rate} Hz (datasets' Audio column decodes them)"
+        )
+    return samples.astype(np.float32)
 
 
 class UnslothVisionDataCollator:
@@ -181,8 +212,8 @@ class UnslothVisionDataCollator:
             for part in content if isinstance(content, list) else []:
                 if isinstance(part, dict) and part.get("type") in UNSUPPORTED_PARTS:
                     raise NotImplementedError(
-                        f"UnslothVisionDataCollator on MLX got a {part['type']} part: it trains on images only "
-                        f"(mlx-vlm's {UNSUPPORTED_PARTS[part['type']]} are not wired into training here)"
+                        f"UnslothVisionDataCollator on MLX got a {part['type']} part: it trains on images and audio "
+                        f"only (mlx-vlm's {UNSUPPORTED_PARTS[part['type']]} are not wired into training here)"
                     )
                 if isinstance(part, dict) and part.get("type") == "image":
                     value = part.get("image", part.get("path", part.get("url")))
@@ -192,6 +223,26 @@ class UnslothVisionDataCollator:
                         value = spare.pop(0)
                     found.append(self._sized(_open_image(value)))
         return found
+
+    def _audios(self, messages: Sequence[Dict[str, Any]]) -> List[np.ndarray]:
+        """Every audio part's waveform in order, once the model is known to hear them."""
+        parts = [
+            part
+            for message in messages
+            if isinstance(message.get("content"), list)
+            for part in message["content"]
+            if isinstance(part, dict) and part.get("type") == "audio"
+        ]
+        if not parts:
+            return []
+        check_audio(self.model)
+        extractor = getattr(self.processor, "feature_extractor", None)
+        if extractor is None:
+            raise NotImplementedError(
+                f"{type(self.processor).__name__} has no audio feature extractor, so audio parts cannot be encoded"
+            )
+        rate = int(getattr(extractor, "sampling_rate", 16000))
+        return [_waveform(part.get("audio", part.get("array")), rate) for part in parts]
 
     def _sized(self, image: Any) -> Any:
         image = image.convert("RGB")
@@ -207,46 +258,55 @@ class UnslothVisionDataCollator:
             self.processor.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
         )
 
-    def _length(self, messages: Sequence[Dict[str, Any]], images: List[Any], generation_prompt: bool) -> int:
+    def _length(
+        self, messages: Sequence[Dict[str, Any]], images: List[Any], audios: List[Any], generation_prompt: bool
+    ) -> int:
         text = self._render(messages, generation_prompt)
-        return len(process_conversation(self.processor, text, images[: self._count_images(messages)])["input_ids"])
+        taken_images, taken_audios = (self._count_parts(messages, kind) for kind in MEDIA_PARTS)
+        return len(
+            process_conversation(self.processor, text, images[:taken_images], audios[:taken_audios])["input_ids"]
+        )
 
     @staticmethod
-    def _count_images(messages: Sequence[Dict[str, Any]]) -> int:
+    def _count_parts(messages: Sequence[Dict[str, Any]], kind: str) -> int:
         return sum(
             1
             for message in messages
             if isinstance(message.get("content"), list)
             for part in message["content"]
-            if isinstance(part, dict) and part.get("type") == "image"
+            if isinstance(part, dict) and part.get("type") == kind
         )
 
     def encode(self, row: Any) -> EncodedRow:
-        """One row's token ids, its training mask and its image features (numpy)."""
+        """One row's token ids, its training mask and its image and audio features (numpy)."""
         messages = self.messages(row)
-        images = self._images(messages, row)
-        processed = process_conversation(self.processor, self._render(messages, False), images)
+        images, audios = self._images(messages, row), self._audios(messages)
+        processed = process_conversation(self.processor, self._render(messages, False), images, audios)
         ids = np.asarray(processed.pop("input_ids"), dtype=np.int32)
         processed.pop("attention_mask", None)
         mask = np.zeros(len(ids), dtype=bool)
         if self.completion_only_loss:
             for index, message in enumerate(messages):
                 if message.get("role") == "assistant":
-                    start = self._length(messages[:index], images, True)
-                    end = self._length(messages[: index + 1], images, False)
+                    start = self._length(messages[:index], images, audios, True)
+                    end = self._length(messages[: index + 1], images, audios, False)
                     mask[start:end] = True
         else:
             mask[:] = True
-        mask &= ids != image_token_id(self.processor, self.model)
+        placeholders = [image_token_id(self.processor, self.model), audio_token_id(self.processor, self.model)]
+        mask &= ~np.isin(ids, [token for token in placeholders if token is not None])
         if not mask.any():
             raise ValueError("a row has no assistant answer to train on (completion_only_loss needs an assistant turn)")
         if self.max_seq_length is not None and len(ids) > self.max_seq_length:
             cut = ids[self.max_seq_length :]
-            if (cut == image_token_id(self.processor, self.model)).any():
-                raise ValueError(
-                    f"a row is {len(ids)} tokens with its image, longer than max_seq_length={self.max_seq_length}, "
-                    "and cutting it would cut the image; raise max_seq_length or make the images smaller (resize=)"
-                )
+            hints = {"image": "make the images smaller (resize=)", "audio": "make the audio clips shorter"}
+            for kind, token in zip(MEDIA_PARTS, placeholders):
+                if token is not None and (cut == token).any():
+                    raise ValueError(
+                        f"a row is {len(ids)} tokens with its {kind}, longer than max_seq_length="
+                        f"{self.max_seq_length}, and cutting it would cut the {kind}; raise max_seq_length or "
+                        f"{hints[kind]}"
+                    )
             ids, mask = ids[: self.max_seq_length], mask[: self.max_seq_length]
         return EncodedRow(ids, mask, {name: np.asarray(value) for name, value in processed.items()})
 
@@ -264,9 +324,11 @@ class UnslothVisionDataCollator:
             labels[slot, : len(row.ids)] = np.where(row.mask, row.ids, -100)
         batch: Dict[str, Any] = {"input_ids": ids, "attention_mask": attention, "labels": labels}
         per_token = per_token_features([len(row.ids) for row in encoded], [row.features for row in encoded])
-        for name in encoded[0].features:
-            values = [row.features[name] for row in encoded]
+        for name in dict.fromkeys(name for row in encoded for name in row.features):
+            values = [row.features[name] for row in encoded if name in row.features]
             if name in per_token:
                 values = [pad_tokens(value, width) for value in values]
+            elif name.startswith("input_features"):
+                values = pad_frames(values)
             batch[name] = np.concatenate(values, axis=0)
         return batch

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""LoRA on a vision-language model, chosen the way `FastVisionModel.get_peft_model` asks: vision and/or language
-layers, attention and/or MLP modules; and the adapter's save and reload.
+"""LoRA on a vision-language model, chosen the way `FastVisionModel.get_peft_model` asks: vision, audio and/or
+language layers, attention and/or MLP modules; and the adapter's save and reload.
 
-A linear belongs to the vision side when it sits under the model's vision tower, to the language side under its
-language model; it is an attention module when its parent is an attention block, an MLP module otherwise. The
-adapter config lists every adapted module by its full path, so reloading puts LoRA back exactly where it was.
+A linear belongs to the vision side when it sits under the model's vision tower, to the audio side under its audio
+tower, to the language side under its language model; it is an attention module when its parent is an attention
+block, an MLP module otherwise. The adapter config lists every adapted module by its full path, so reloading puts
+LoRA back exactly where it was.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from unsloth_zoo.mlx.lora import SETTINGS_ATTRIBUTE
 
 # Where mlx-vlm's families keep their vision side: PaddleOCR-VL's tower is `visual`, Gemma 4's projector `embed_vision`.
 VISION_ROOTS = ("vision_tower", "visual", "multi_modal_projector", "embed_vision")
+# Gemma 4's audio side: its Conformer tower and the projector into the language model.
+AUDIO_ROOTS = ("audio_tower", "embed_audio")
 LANGUAGE_ROOTS = ("language_model",)
 _ATTENTION_PARENTS = ("attn", "attention")
 # The output head and embeddings are never adapted: LoRA goes on the blocks' linears only.
@@ -89,12 +92,15 @@ def reads_weight_directly(parent: Any, name: str) -> bool:
 
 
 def module_kind(path: str) -> Optional[tuple]:
-    """(side, kind) of a linear's path: side 'vision' or 'language', kind 'attention' or 'mlp'; None to skip."""
+    """(side, kind) of a linear's path: side 'vision', 'audio' or 'language', kind 'attention' or 'mlp'; None to
+    skip."""
     parts = path.split(".")
     if any(part in _NEVER for part in parts):
         return None
     if parts[0] in VISION_ROOTS:
         side = "vision"
+    elif parts[0] in AUDIO_ROOTS:
+        side = "audio"
     elif parts[0] in LANGUAGE_ROOTS:
         side = "language"
     else:
@@ -104,6 +110,34 @@ def module_kind(path: str) -> Optional[tuple]:
     return side, "attention" if attention else "mlp"
 
 
+def target_name(path: str) -> str:
+    """The name `target_modules` calls a linear by: its own, or its wrapper's for Gemma 4's clipped `.linear`."""
+    parts = path.split(".")
+    return parts[-2] if parts[-1] == "linear" and len(parts) > 1 else parts[-1]
+
+
+def _shared(modules: Dict[str, Any]) -> set:
+    """Paths of linears the model holds under two names (mlx-vlm's Gemma 4 audio attention shares its relative
+    position projection): a LoRA swapped in under one name would leave the other calling the base."""
+    holders: Dict[int, List[str]] = {}
+    for path, module in modules.items():
+        if _is_linear(module):
+            holders.setdefault(id(module), []).append(path)
+    return {path for paths in holders.values() if len(paths) > 1 for path in paths}
+
+
+def audio_only_names(model: Any, target_modules: Optional[Sequence[str]]) -> List[str]:
+    """The `target_modules` names found on the audio side alone (the audio notebooks list `post`, `linear_start`...)."""
+    if target_modules is None:
+        return []
+    found: Dict[str, set] = {}
+    for path, module in model.named_modules():
+        kind = module_kind(path) if _is_linear(module) else None
+        if kind is not None:
+            found.setdefault(target_name(path), set()).add(kind[0])
+    return sorted(name for name in set(target_modules) if found.get(name) == {"audio"})
+
+
 def choose_paths(
     model: Any,
     vision: bool,
@@ -111,19 +145,22 @@ def choose_paths(
     attention: bool,
     mlp: bool,
     target_modules: Optional[Sequence[str]] = None,
+    audio: bool = False,
 ) -> List[str]:
     """Full paths of the linears to adapt; `target_modules` (last names) narrows the choice further."""
-    sides = {side for side, wanted in (("vision", vision), ("language", language)) if wanted}
+    wanted_sides = (("vision", vision), ("audio", audio), ("language", language))
+    sides = {side for side, wanted in wanted_sides if wanted}
     kinds = {kind for kind, wanted in (("attention", attention), ("mlp", mlp)) if wanted}
     names = None if target_modules is None else set(target_modules)
     modules = dict(model.named_modules())
+    shared = _shared(modules)
     chosen = []
     for path, module in modules.items():
         kind = module_kind(path) if _is_linear(module) else None
-        if kind is None or kind[0] not in sides or kind[1] not in kinds:
+        if kind is None or kind[0] not in sides or kind[1] not in kinds or path in shared:
             continue
         parent, _, name = path.rpartition(".")
-        if names is not None and name not in names:
+        if names is not None and target_name(path) not in names:
             continue
         # A layer the model reads `.weight` from (Gemma 4's patch embedder) stays as it is, so the model still runs.
         if reads_weight_directly(modules.get(parent), name):

@@ -36,6 +36,7 @@ from .text_calls import accept_text_calls
 from .lora import (
     VisionLoraSettings,
     apply_vision_lora,
+    audio_only_names,
     choose_paths,
     load_vision_adapter,
     read_vision_adapter,
@@ -149,8 +150,16 @@ class FastVisionModel:
             if isinstance(target_modules, str)
             else list(target_modules)
         )
+        if kwargs.get("finetune_audio_layers") and getattr(model, "audio_tower", None) is None:
+            raise NotImplementedError(
+                "finetune_audio_layers=True: this checkpoint has no audio tower (its config has no audio_config); "
+                "leave finetune_audio_layers off"
+            )
+        # Off unless asked, as upstream; the audio notebooks' target_modules name audio-only modules, which asks.
+        audio = bool(kwargs.get("finetune_audio_layers")) or bool(audio_only_names(model, names))
         paths = choose_paths(
             model,
+            audio=audio,
             vision=bool(kwargs.get("finetune_vision_layers", True)),
             language=bool(kwargs.get("finetune_language_layers", True)),
             attention=bool(kwargs.get("finetune_attention_modules", True)),
