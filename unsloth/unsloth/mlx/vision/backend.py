@@ -8,6 +8,7 @@ causal forward pass the trainer differentiates, and token-by-token generation. N
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.metadata
 import importlib.util
@@ -48,7 +49,7 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
         "granite4_vision", "granite_vision", "hunyuan_vl", "idefics2", "idefics3", "indic_ocr", "inkling", "internvl",
         "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "llama4", "llava", "llava_bunny", "llava_next",
         "llava_onevision", "llmjpvl", "locateanything", "mage_vl", "mimo_v2", "minicpmo", "minicpmv4_6", "minicpmv4_7",
-        "minimax_m3_vl", "molmo", "molmo2", "molmo_point", "moondream2", "moondream3", "multi_modality", "muse_glimmer",
+        "minimax_m3_vl", "molmo", "molmo2", "molmo_point", "moondream2", "moondream3", "multi_modality",
         "muse_spark", "nemotron_h_nano_omni", "nemotron_parse", "paligemma", "phi3_v", "phi4_siglip",
         "phi4mm", "plamo2vl", "prism_hadamard_qwen35", "qwen3_5_moe", "qwen3_omni_moe", "qwen3_vl_moe", "qwen4_exp",
         "smolvlm", "step3p7", "unlimited_ocr", "youtu_vl", "zaya1_vl",
@@ -216,16 +217,22 @@ def _render_as_text_by_default(processor: Any) -> None:
 
 
 def save_processor(processor: Any, folder: Path) -> None:
-    """The processor's files in `folder`, without the streaming detokenizer mlx-vlm's loader hangs on it: a
-    SentencePiece one (ERNIE 4.5 VL) cannot be deep-copied, which transformers' save does to every attribute."""
+    """The processor's files in `folder`, without the objects mlx-vlm hangs on it that transformers' save cannot write:
+    the streaming detokenizer (a SentencePiece one, ERNIE 4.5 VL's, cannot be deep-copied, which the save does to
+    every attribute) and a model config object (Muse Glimmer's, which JSON cannot hold; its loader reads config.json)."""
     if not hasattr(processor, "save_pretrained"):
         return
-    detokenizer = processor.__dict__.pop("detokenizer", None)
+    aside = {
+        name: value
+        for name, value in vars(processor).items()
+        if name == "detokenizer" or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+    }
+    for name in aside:
+        del processor.__dict__[name]
     try:
         processor.save_pretrained(str(folder))
     finally:
-        if detokenizer is not None:
-            processor.detokenizer = detokenizer
+        processor.__dict__.update(aside)
 
 
 def model_family(model: Any) -> str:

@@ -88,6 +88,17 @@ def reads_weight_directly(parent: Any, name: str) -> bool:
     return re.search(pattern, _class_source(type(parent))) is not None
 
 
+def read_from_above(modules: Dict[str, Any], path: str) -> bool:
+    """True when a module above the layer at `path` (its parent or any ancestor, through the attribute chain down to
+    it) reads the layer's arrays itself."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, -1, -1):
+        owner = modules.get(".".join(parts[:cut]))
+        if owner is not None and reads_weight_directly(owner, ".".join(parts[cut:])):
+            return True
+    return False
+
+
 def module_kind(path: str) -> Optional[tuple]:
     """(side, kind) of a linear's path: side 'vision' or 'language', kind 'attention' or 'mlp'; None to skip."""
     parts = path.split(".")
@@ -122,11 +133,12 @@ def choose_paths(
         kind = module_kind(path) if _is_linear(module) else None
         if kind is None or kind[0] not in sides or kind[1] not in kinds:
             continue
-        parent, _, name = path.rpartition(".")
+        name = path.rpartition(".")[2]
         if names is not None and name not in names:
             continue
-        # A layer the model reads `.weight` from (Gemma 4's patch embedder) stays as it is, so the model still runs.
-        if reads_weight_directly(modules.get(parent), name):
+        # A layer the model reads `.weight` from (Gemma 4's patch embedder, read by its parent; Muse Glimmer's, whose
+        # dtype the model itself reads) stays as it is, so the model still runs.
+        if read_from_above(modules, path):
             continue
         chosen.append(path)
     return sorted(chosen)
