@@ -307,6 +307,19 @@ def test_conversation_rows_without_a_collator_get_one_for_every_family(family, f
     assert collator is not None and collator.processor is processor
 
 
+@pytest.mark.parametrize("family", trainable_families())
+def test_the_processor_saves_itself_as_the_notebooks_call_it_and_keeps_its_state(family, family_dirs, tmp_path) -> None:
+    from unsloth import FastVisionModel
+
+    _, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    state = dict(vars(processor))
+    processor.save_pretrained(str(tmp_path / "saved"))
+    assert (tmp_path / "saved" / "processor_config.json").is_file() or (
+        tmp_path / "saved" / "preprocessor_config.json"
+    ).is_file()
+    assert vars(processor).keys() == state.keys() and all(vars(processor)[name] is state[name] for name in state)
+
+
 # ---- LoRA that keeps the model working -------------------------------------------------------------------------
 
 

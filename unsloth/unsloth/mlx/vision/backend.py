@@ -8,6 +8,7 @@ causal forward pass the trainer differentiates, and token-by-token generation. N
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.metadata
@@ -200,7 +201,13 @@ def _conversing_class(base: type) -> type:
         # Pickled (datasets' fingerprints and workers, deepcopy) as the plain processor, whose class has a name.
         return _plain_processor, (base,), dict(self.__dict__)
 
+    def save_pretrained(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # The notebooks' own `processor.save_pretrained(...)` cell, which mlx-vlm's unsaveable objects would break.
+        with _set_aside_unsaveable(self):
+            return base.save_pretrained(self, *args, **kwargs)
+
     attributes = {"__call__": __call__, "__reduce_ex__": __reduce_ex__, "__module__": base.__module__}
+    attributes["save_pretrained"] = save_pretrained
     return type(base.__name__, (base,), {**attributes, "__qualname__": base.__qualname__})
 
 
@@ -216,23 +223,34 @@ def _render_as_text_by_default(processor: Any) -> None:
     processor.apply_chat_template = apply_chat_template
 
 
-def save_processor(processor: Any, folder: Path) -> None:
-    """The processor's files in `folder`, without the objects mlx-vlm hangs on it that transformers' save cannot write:
-    the streaming detokenizer (a SentencePiece one, ERNIE 4.5 VL's, cannot be deep-copied, which the save does to
-    every attribute) and a model config object (Muse Glimmer's, which JSON cannot hold; its loader reads config.json)."""
-    if not hasattr(processor, "save_pretrained"):
-        return
-    aside = {
+def _unsaveable(processor: Any) -> Dict[str, Any]:
+    """The objects mlx-vlm hangs on a processor that transformers' save cannot write: the streaming detokenizer (a
+    SentencePiece one, ERNIE 4.5 VL's, cannot be deep-copied, which the save does to every attribute) and a model
+    config object (Muse Glimmer's, which JSON cannot hold; its loader reads config.json again)."""
+    return {
         name: value
         for name, value in vars(processor).items()
         if name == "detokenizer" or (dataclasses.is_dataclass(value) and not isinstance(value, type))
     }
+
+
+@contextlib.contextmanager
+def _set_aside_unsaveable(processor: Any) -> Iterator[None]:
+    aside = _unsaveable(processor)
     for name in aside:
         del processor.__dict__[name]
     try:
-        processor.save_pretrained(str(folder))
+        yield
     finally:
         processor.__dict__.update(aside)
+
+
+def save_processor(processor: Any, folder: Path) -> None:
+    """The processor's files in `folder`, without what `_unsaveable` names."""
+    if not hasattr(processor, "save_pretrained"):
+        return
+    with _set_aside_unsaveable(processor):
+        processor.save_pretrained(str(folder))
 
 
 def model_family(model: Any) -> str:
