@@ -4,6 +4,7 @@ made here, trained for real through `SFTTrainer` with `UnslothVisionDataCollator
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -399,6 +400,22 @@ def test_finetune_switches_choose_the_layers(vision_dirs, family) -> None:
     assert sorted(attention_only + mlp_only) == sorted(everything)
     with pytest.raises(ValueError, match="leave nothing to train"):
         paths(finetune_vision_layers=False, finetune_language_layers=False)
+
+
+def test_print_trainable_parameters_counts_the_lora_against_every_weight(vision_dirs, capsys) -> None:
+    from mlx.utils import tree_flatten
+
+    model, _ = load(vision_dirs, "qwen2_5_vl")
+    model.print_trainable_parameters()
+    arrays = dict(tree_flatten(model.parameters()))
+    lora = sum(array.size for name, array in arrays.items() if ".lora_" in name)
+    printed = re.fullmatch(
+        r"trainable params: ([\d,]+) \|\| all params: ([\d,]+) \|\| trainable%: [\d.]+\n", capsys.readouterr().out
+    )
+    assert printed, "PEFT's one line"
+    trainable, total = (int(group.replace(",", "")) for group in printed.groups())
+    # Every weight counts, LoRA's included (and arrays a module keeps outside its parameters, as rope frequencies).
+    assert trainable == lora > 0 and total >= sum(array.size for array in arrays.values())
 
 
 @pytest.mark.parametrize("family", FAMILIES)
