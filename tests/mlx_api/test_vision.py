@@ -15,7 +15,7 @@ from .conftest import REPO_ROOT, run_python
 
 FAMILIES = ("qwen2_5_vl", "gemma3")
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220), "yellow": (230, 220, 30)}
-SIDES = {"qwen2_5_vl": 56, "gemma3": 32}
+SIDES = {"qwen2_5_vl": 56, "gemma3": 32, "muse_glimmer": 56}
 QUESTION = "What colour is this square?"
 END_OF_TURN = {"qwen2_5_vl": "<|im_end|>", "gemma3": "<end_of_turn>"}
 
