@@ -320,6 +320,21 @@ def test_the_processor_saves_itself_as_the_notebooks_call_it_and_keeps_its_state
     assert vars(processor).keys() == state.keys() and all(vars(processor)[name] is state[name] for name in state)
 
 
+@pytest.mark.parametrize("family", trainable_families())
+def test_one_list_of_images_per_text_reads_as_the_flat_list(family, family_dirs) -> None:
+    """The Muse Glimmer notebooks pass `images=[[image]]`, as Hugging Face's processors take them."""
+    from unsloth import FastVisionModel
+
+    _, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    flat = processor(text=[text], images=[square(family, "red")], return_tensors="np")
+    nested = processor(text=[text], images=[[square(family, "red")]], return_tensors="np")
+    assert flat.keys() == nested.keys()
+    for name in flat:
+        np.testing.assert_array_equal(np.asarray(nested[name]), np.asarray(flat[name]), err_msg=name)
+
+
 # ---- LoRA that keeps the model working -------------------------------------------------------------------------
 
 

@@ -158,7 +158,8 @@ _CONVERSING: Dict[type, type] = {}
 def accept_conversations(processor: Any) -> Any:
     """`processor(images, conversation)` renders the conversation with the chat template first (with the
     generation prompt unless `add_generation_prompt=False`), as CUDA Unsloth's processors do: the vision GRPO
-    notebooks pass their unrendered prompts so. Anything else reaches the processor unchanged."""
+    notebooks pass their unrendered prompts so. A processor in `FLAT_IMAGE_PROCESSORS` given one list of images per
+    text gets them as one flat list. Anything else reaches the processor unchanged."""
     base = type(processor)
     if base in _CONVERSING.values() or not hasattr(processor, "apply_chat_template"):
         return processor
@@ -172,12 +173,31 @@ def _plain_processor(base: Any) -> Any:
     return base.__new__(base)  # its state follows, as pickle and deepcopy hand it over
 
 
+# mlx-vlm processors that read one flat list of images across their texts and fail on the list per text that Hugging
+# Face's processors also take (the Muse Glimmer notebooks pass `images=[[image]]`).
+FLAT_IMAGE_PROCESSORS = ("Ernie4_5_VLProcessor", "MuseGlimmerProcessor")
+
+
+def _flatten_image_groups(values: List[Any], kwargs: Dict[str, Any], position: Optional[int]) -> None:
+    """A list of image lists, one per text, in the call's arguments made the one flat list across texts."""
+    in_args = position is not None and position < len(values)
+    images = values[position] if in_args else kwargs.get("images")  # type: ignore[index]
+    if isinstance(images, (list, tuple)) and images and all(isinstance(group, (list, tuple)) for group in images):
+        flat = [image for group in images for image in group]
+        if in_args:
+            values[position] = flat  # type: ignore[index]
+        else:
+            kwargs["images"] = flat
+
+
 def _conversing_class(base: type) -> type:
     try:
         names = list(inspect.signature(base.__call__).parameters)[1:]
     except (TypeError, ValueError):
         names = []
     position = names.index("text") if "text" in names else None
+    image_position = names.index("images") if "images" in names else None
+    flat_images = base.__name__ in FLAT_IMAGE_PROCESSORS
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         add_generation_prompt = kwargs.pop("add_generation_prompt", True)
@@ -195,6 +215,8 @@ def _conversing_class(base: type) -> type:
                 values[position] = text  # type: ignore[index]
             else:
                 kwargs["text"] = text
+        if flat_images:
+            _flatten_image_groups(values, kwargs, image_position)
         return base.__call__(self, *values, **kwargs)
 
     def __reduce_ex__(self: Any, protocol: Any) -> Any:
