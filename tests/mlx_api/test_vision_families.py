@@ -335,6 +335,18 @@ def test_one_list_of_images_per_text_reads_as_the_flat_list(family, family_dirs)
         np.testing.assert_array_equal(np.asarray(nested[name]), np.asarray(flat[name]), err_msg=name)
 
 
+@pytest.mark.parametrize("family", trainable_families())
+def test_a_processor_naming_its_image_or_video_token_answers_its_id(family, family_dirs) -> None:
+    """The Muse Glimmer notebooks print `processor.video_token_id`, which mlx-vlm's processor leaves out."""
+    from unsloth import FastVisionModel
+
+    _, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    for name in ("image_token", "video_token"):
+        token = getattr(processor, name, None)
+        if isinstance(token, str):
+            assert getattr(processor, f"{name}_id") == processor.tokenizer.convert_tokens_to_ids(token), name
+
+
 # ---- LoRA that keeps the model working -------------------------------------------------------------------------
 
 

@@ -143,8 +143,19 @@ def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:
         processor.chat_template = getattr(getattr(processor, "tokenizer", None), "chat_template", None)
     if type(processor).apply_chat_template.__module__.startswith("mlx_vlm."):
         _render_as_text_by_default(processor)
+    _answer_token_ids(processor)
     accept_conversations(processor)
     return model, processor
+
+
+def _answer_token_ids(processor: Any) -> None:
+    """A processor that names its image or video placeholder (`video_token`) answers its id too (`video_token_id`),
+    as Hugging Face's do: mlx-vlm's Muse Glimmer and PaddleOCR-VL processors name some only."""
+    tokenizer = getattr(processor, "tokenizer", None)
+    for name in ("image_token", "video_token"):
+        token = getattr(processor, name, None)
+        if isinstance(token, str) and tokenizer is not None and getattr(processor, f"{name}_id", None) is None:
+            setattr(processor, f"{name}_id", int(tokenizer.convert_tokens_to_ids(token)))
 
 
 def _is_conversation(value: Any) -> bool:
