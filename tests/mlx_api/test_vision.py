@@ -4,6 +4,7 @@ made here, trained for real through `SFTTrainer` with `UnslothVisionDataCollator
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -14,7 +15,7 @@ from .conftest import REPO_ROOT, run_python
 
 FAMILIES = ("qwen2_5_vl", "gemma3")
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220), "yellow": (230, 220, 30)}
-SIDES = {"qwen2_5_vl": 56, "gemma3": 32}
+SIDES = {"qwen2_5_vl": 56, "gemma3": 32, "muse_glimmer": 56}
 QUESTION = "What colour is this square?"
 END_OF_TURN = {"qwen2_5_vl": "<|im_end|>", "gemma3": "<end_of_turn>"}
 
@@ -402,6 +403,22 @@ def test_finetune_switches_choose_the_layers(vision_dirs, family) -> None:
     assert sorted(attention_only + mlp_only) == sorted(everything)
     with pytest.raises(ValueError, match="leave nothing to train"):
         paths(finetune_vision_layers=False, finetune_language_layers=False)
+
+
+def test_print_trainable_parameters_counts_the_lora_against_every_weight(vision_dirs, capsys) -> None:
+    from mlx.utils import tree_flatten
+
+    model, _ = load(vision_dirs, "qwen2_5_vl")
+    model.print_trainable_parameters()
+    arrays = dict(tree_flatten(model.parameters()))
+    lora = sum(array.size for name, array in arrays.items() if ".lora_" in name)
+    printed = re.fullmatch(
+        r"trainable params: ([\d,]+) \|\| all params: ([\d,]+) \|\| trainable%: [\d.]+\n", capsys.readouterr().out
+    )
+    assert printed, "PEFT's one line"
+    trainable, total = (int(group.replace(",", "")) for group in printed.groups())
+    # Every weight counts, LoRA's included (and arrays a module keeps outside its parameters, as rope frequencies).
+    assert trainable == lora > 0 and total >= sum(array.size for array in arrays.values())
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -326,6 +326,46 @@ def test_conversation_rows_without_a_collator_get_one_for_every_family(family, f
     assert collator is not None and collator.processor is processor
 
 
+@pytest.mark.parametrize("family", trainable_families())
+def test_the_processor_saves_itself_as_the_notebooks_call_it_and_keeps_its_state(family, family_dirs, tmp_path) -> None:
+    from unsloth import FastVisionModel
+
+    _, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    state = dict(vars(processor))
+    processor.save_pretrained(str(tmp_path / "saved"))
+    assert (tmp_path / "saved" / "processor_config.json").is_file() or (
+        tmp_path / "saved" / "preprocessor_config.json"
+    ).is_file()
+    assert vars(processor).keys() == state.keys() and all(vars(processor)[name] is state[name] for name in state)
+
+
+@pytest.mark.parametrize("family", trainable_families())
+def test_one_list_of_images_per_text_reads_as_the_flat_list(family, family_dirs) -> None:
+    """The Muse Glimmer notebooks pass `images=[[image]]`, as Hugging Face's processors take them."""
+    from unsloth import FastVisionModel
+
+    _, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    flat = processor(text=[text], images=[square(family, "red")], return_tensors="np")
+    nested = processor(text=[text], images=[[square(family, "red")]], return_tensors="np")
+    assert flat.keys() == nested.keys()
+    for name in flat:
+        np.testing.assert_array_equal(np.asarray(nested[name]), np.asarray(flat[name]), err_msg=name)
+
+
+@pytest.mark.parametrize("family", trainable_families())
+def test_a_processor_naming_its_image_or_video_token_answers_its_id(family, family_dirs) -> None:
+    """The Muse Glimmer notebooks print `processor.video_token_id`, which mlx-vlm's processor leaves out."""
+    from unsloth import FastVisionModel
+
+    _, processor = FastVisionModel.from_pretrained(str(family_dirs[family]))
+    for name in ("image_token", "video_token"):
+        token = getattr(processor, name, None)
+        if isinstance(token, str):
+            assert getattr(processor, f"{name}_id") == processor.tokenizer.convert_tokens_to_ids(token), name
+
+
 # ---- LoRA that keeps the model working -------------------------------------------------------------------------
 
 

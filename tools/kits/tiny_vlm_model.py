@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List
 
+from tools.kits.tiny_vlm_muse_glimmer import MUSE_GLIMMER_END_OF_TURN, MUSE_GLIMMER_IMAGE_SIDE, build_tiny_muse_glimmer
+
 # Qwen 2.5 VL's turn and image markers, as its processor and model look them up by text.
 QWEN_SPECIAL = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
 QWEN_TEMPLATE = (
@@ -987,6 +989,7 @@ BUILDERS = {
     "pixtral": build_tiny_pixtral_as_hub,
     "mistral3": build_tiny_mistral3,
     "ernie4_5_moe_vl": build_tiny_ernie4_5_moe_vl,
+    "muse_glimmer": build_tiny_muse_glimmer,
 }
 # The side of the square images each family's tiny processor takes whole, without resizing.
 IMAGE_SIDES = {
@@ -1002,6 +1005,7 @@ IMAGE_SIDES = {
     "pixtral": PIXTRAL_IMAGE_SIDE,
     "mistral3": PIXTRAL_IMAGE_SIDE,
     "ernie4_5_moe_vl": QWEN_IMAGE_SIDE,
+    "muse_glimmer": MUSE_GLIMMER_IMAGE_SIDE,
 }
 # Each family's end-of-turn marker, as its chat template writes it.
 END_OF_TURN = {
@@ -1017,6 +1021,7 @@ END_OF_TURN = {
     "pixtral": "<|eos|>",
     "mistral3": "<|eos|>",
     "ernie4_5_moe_vl": "<|end_of_sentence|>",
+    "muse_glimmer": MUSE_GLIMMER_END_OF_TURN,
 }
 
 

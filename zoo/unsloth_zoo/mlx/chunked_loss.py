@@ -313,7 +313,7 @@ def _chunked_scores(
 
 def _call_heads(language_model: Any) -> List[OutputHead]:
     """The heads a language model's call may end in: its `lm_head`, or its body's tied embedding, each with or
-    without the softcap it keeps as an attribute (Gemma 4)."""
+    without the softcap (Gemma 4, Muse Glimmer) and the output multiplier (Muse Glimmer) it keeps as attributes."""
     body = language_model.get("model") if isinstance(language_model, dict) else None
     projections = []
     head = language_model.get("lm_head") if isinstance(language_model, dict) else None
@@ -323,39 +323,58 @@ def _call_heads(language_model: Any) -> List[OutputHead]:
     if embed is not None and hasattr(embed, "as_linear"):
         projections.append((embed, embed.as_linear))
     softcap = float(getattr(language_model, _SOFTCAP_ATTRIBUTE, None) or 0) or None
-    caps = dict.fromkeys([softcap, None])
-    return [OutputHead(language_model, module, project, cap, 1.0) for module, project in projections for cap in caps]
+    scale = float(getattr(language_model, _MULTIPLIER_ATTRIBUTE, None) or 1.0)
+    endings = dict.fromkeys([(softcap, scale), (None, scale), (softcap, 1.0), (None, 1.0)])
+    return [
+        OutputHead(language_model, module, project, cap, factor)
+        for module, project in projections
+        for cap, factor in endings
+    ]
 
 
-# A language model that softcaps its logits after the head keeps the cap here, and skips it when None.
+# A language model that softcaps its logits after the head keeps the cap here; one that scales them, the factor.
 _SOFTCAP_ATTRIBUTE = "final_logit_softcapping"
+_MULTIPLIER_ATTRIBUTE = "output_multiplier"
 
 
-def _pass_through(hidden: mx.array) -> mx.array:
-    return hidden
+class _HeadInputs(nn.Module):
+    """An `lm_head` stand-in that hands its input on unchanged and keeps it."""
+
+    def __init__(self, seen: List[mx.array]) -> None:
+        super().__init__()
+        object.__setattr__(self, "seen", seen)
+
+    def __call__(self, hidden: mx.array) -> mx.array:
+        self.seen.append(hidden)
+        return hidden
 
 
 @contextmanager
-def _head_bypassed(language_model: Any) -> Iterator[None]:
-    """Within: the language model's `lm_head`, tied `as_linear` and softcap hand the hidden states on unchanged."""
+def _head_inputs_kept(language_model: Any) -> Iterator[List[mx.array]]:
+    """Within: the language model's `lm_head` and tied `as_linear` hand the hidden states on unchanged, and the
+    list yielded gets each input they were given; what the call does after the head (a softcap, a scale) then runs
+    on the hidden states, which is cheap, and is never read."""
+    seen: List[mx.array] = []
     head = language_model.get("lm_head")
     embed = language_model["model"].get("embed_tokens") if isinstance(language_model.get("model"), dict) else None
     if isinstance(head, nn.Module):
-        language_model.lm_head = nn.Identity()
+        language_model.lm_head = _HeadInputs(seen)
     if hasattr(embed, "as_linear"):
-        object.__setattr__(embed, "as_linear", _pass_through)
-    softcap = getattr(language_model, _SOFTCAP_ATTRIBUTE, None)
-    if softcap is not None:
-        object.__setattr__(language_model, _SOFTCAP_ATTRIBUTE, None)
+        object.__setattr__(embed, "as_linear", _HeadInputs(seen))
     try:
-        yield
+        yield seen
     finally:
         if isinstance(head, nn.Module):
             language_model.lm_head = head
         if hasattr(embed, "as_linear"):
             object.__delattr__(embed, "as_linear")
-        if softcap is not None:
-            object.__setattr__(language_model, _SOFTCAP_ATTRIBUTE, softcap)
+
+
+def _hidden_of_call(language_model: Any, call: Callable[[], Any]) -> Optional[mx.array]:
+    """The hidden states the call's head is given, when it is given them once; else None."""
+    with _head_inputs_kept(language_model) as seen:
+        call()
+    return seen[0] if len(seen) == 1 else None
 
 
 def _logits_of(output: Any) -> mx.array:
@@ -363,13 +382,15 @@ def _logits_of(output: Any) -> mx.array:
 
 
 def _call_verdict(language_model: Any, call: Callable[[], Any], heads: List[OutputHead]) -> int:
-    """Which head, applied to the call's hidden states, gives the call's own logits (-1: none does)."""
+    """Which head, applied to the hidden states the call hands its head, gives the call's own logits (-1: none)."""
     training = getattr(language_model, "training", False)
     language_model.eval()
     try:
         whole = mx.stop_gradient(_logits_of(call())).astype(mx.float32)
-        with _head_bypassed(language_model):
-            hidden = mx.stop_gradient(_logits_of(call()))
+        hidden = _hidden_of_call(language_model, call)
+        if hidden is None:
+            return -1
+        hidden = mx.stop_gradient(hidden)
         tolerance = 1e-4 * max(1.0, mx.abs(whole).max().item())
         for index, head in enumerate(heads):
             split = _head_logits(head, hidden, 1.0)
@@ -394,10 +415,9 @@ def call_token_scores(
     if verdict is None:
         verdict = _call_verdict(language_model, call, heads) if heads else -1
         object.__setattr__(language_model, _CALL_VERDICT_ATTRIBUTE, verdict)
-    if verdict < 0:
+    hidden = _hidden_of_call(language_model, call) if verdict >= 0 else None
+    if hidden is None:
         _say_whole_once(language_model)
         logits = _logits_of(call()).astype(mx.float32)
         return TokenScores(**_scores_from_logits(logits, targets, False))
-    with _head_bypassed(language_model):
-        hidden = _logits_of(call())
     return _chunked_scores(heads[verdict], hidden, targets, 1.0, False, chunk, True)

@@ -8,6 +8,8 @@ causal forward pass the trainer differentiates, and token-by-token generation. N
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import importlib.metadata
 import importlib.util
@@ -49,7 +51,7 @@ REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
         "granite4_vision", "granite_vision", "hunyuan_vl", "idefics2", "idefics3", "indic_ocr", "inkling", "internvl",
         "internvl_chat", "jina_vlm", "kimi_k25", "kimi_k3", "kimi_vl", "llama4", "llava", "llava_bunny", "llava_next",
         "llava_onevision", "llmjpvl", "locateanything", "mage_vl", "mimo_v2", "minicpmo", "minicpmv4_6", "minicpmv4_7",
-        "minimax_m3_vl", "molmo", "molmo2", "molmo_point", "moondream2", "moondream3", "multi_modality", "muse_glimmer",
+        "minimax_m3_vl", "molmo", "molmo2", "molmo_point", "moondream2", "moondream3", "multi_modality",
         "muse_spark", "nemotron_h_nano_omni", "nemotron_parse", "paligemma", "phi3_v", "phi4_siglip",
         "phi4mm", "plamo2vl", "prism_hadamard_qwen35", "qwen3_5_moe", "qwen3_omni_moe", "qwen3_vl_moe", "qwen4_exp",
         "smolvlm", "step3p7", "unlimited_ocr", "youtu_vl", "zaya1_vl",
@@ -154,6 +156,7 @@ def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:
         processor.chat_template = getattr(getattr(processor, "tokenizer", None), "chat_template", None)
     if type(processor).apply_chat_template.__module__.startswith("mlx_vlm."):
         _render_as_text_by_default(processor)
+    _answer_token_ids(processor)
     accept_conversations(processor)
     return model, processor
 
@@ -171,6 +174,16 @@ def initialise_bare_modules(model: Any) -> Any:
     return model
 
 
+def _answer_token_ids(processor: Any) -> None:
+    """A processor that names its image or video placeholder (`video_token`) answers its id too (`video_token_id`),
+    as Hugging Face's do: mlx-vlm's Muse Glimmer and PaddleOCR-VL processors name some only."""
+    tokenizer = getattr(processor, "tokenizer", None)
+    for name in ("image_token", "video_token"):
+        token = getattr(processor, name, None)
+        if isinstance(token, str) and tokenizer is not None and getattr(processor, f"{name}_id", None) is None:
+            setattr(processor, f"{name}_id", int(tokenizer.convert_tokens_to_ids(token)))
+
+
 def _is_conversation(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(turn, dict) and "role" in turn for turn in value)
 
@@ -182,7 +195,8 @@ _CONVERSING: Dict[type, type] = {}
 def accept_conversations(processor: Any) -> Any:
     """`processor(images, conversation)` renders the conversation with the chat template first (with the
     generation prompt unless `add_generation_prompt=False`), as CUDA Unsloth's processors do: the vision GRPO
-    notebooks pass their unrendered prompts so. Anything else reaches the processor unchanged."""
+    notebooks pass their unrendered prompts so. A processor in `FLAT_IMAGE_PROCESSORS` given one list of images per
+    text gets them as one flat list. Anything else reaches the processor unchanged."""
     base = type(processor)
     if base in _CONVERSING.values() or not hasattr(processor, "apply_chat_template"):
         return processor
@@ -196,6 +210,23 @@ def _plain_processor(base: Any) -> Any:
     return base.__new__(base)  # its state follows, as pickle and deepcopy hand it over
 
 
+# mlx-vlm processors that read one flat list of images across their texts and fail on the list per text that Hugging
+# Face's processors also take (the Muse Glimmer notebooks pass `images=[[image]]`).
+FLAT_IMAGE_PROCESSORS = ("Ernie4_5_VLProcessor", "MuseGlimmerProcessor")
+
+
+def _flatten_image_groups(values: List[Any], kwargs: Dict[str, Any], position: Optional[int]) -> None:
+    """A list of image lists, one per text, in the call's arguments made the one flat list across texts."""
+    in_args = position is not None and position < len(values)
+    images = values[position] if in_args else kwargs.get("images")  # type: ignore[index]
+    if isinstance(images, (list, tuple)) and images and all(isinstance(group, (list, tuple)) for group in images):
+        flat = [image for group in images for image in group]
+        if in_args:
+            values[position] = flat  # type: ignore[index]
+        else:
+            kwargs["images"] = flat
+
+
 def _conversing_class(base: type) -> type:
     try:
         signature: Optional[inspect.Signature] = inspect.signature(base.__call__)
@@ -203,6 +234,8 @@ def _conversing_class(base: type) -> type:
     except (TypeError, ValueError):
         signature, names = None, []
     position = names.index("text") if "text" in names else None
+    image_position = names.index("images") if "images" in names else None
+    flat_images = base.__name__ in FLAT_IMAGE_PROCESSORS
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         add_generation_prompt = kwargs.pop("add_generation_prompt", True)
@@ -220,6 +253,8 @@ def _conversing_class(base: type) -> type:
                 values[position] = text  # type: ignore[index]
             else:
                 kwargs["text"] = text
+        if flat_images:
+            _flatten_image_groups(values, kwargs, image_position)
         return base.__call__(self, *values, **kwargs)
 
     def __reduce_ex__(self: Any, protocol: Any) -> Any:
@@ -229,7 +264,14 @@ def _conversing_class(base: type) -> type:
     # mlx-vlm reads the processor's parameters to decide what to pass (Gemma 4's `audio`), so they stay visible.
     if signature is not None:
         __call__.__signature__ = signature  # type: ignore[attr-defined]
+
+    def save_pretrained(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # The notebooks' own `processor.save_pretrained(...)` cell, which mlx-vlm's unsaveable objects would break.
+        with _set_aside_unsaveable(self):
+            return base.save_pretrained(self, *args, **kwargs)
+
     attributes = {"__call__": __call__, "__reduce_ex__": __reduce_ex__, "__module__": base.__module__}
+    attributes["save_pretrained"] = save_pretrained
     return type(base.__name__, (base,), {**attributes, "__qualname__": base.__qualname__})
 
 
@@ -274,17 +316,34 @@ def _audio_as_arrays(conversation: Any) -> Any:
     ]
 
 
+def _unsaveable(processor: Any) -> Dict[str, Any]:
+    """The objects mlx-vlm hangs on a processor that transformers' save cannot write: the streaming detokenizer (a
+    SentencePiece one, ERNIE 4.5 VL's, cannot be deep-copied, which the save does to every attribute) and a model
+    config object (Muse Glimmer's, which JSON cannot hold; its loader reads config.json again)."""
+    return {
+        name: value
+        for name, value in vars(processor).items()
+        if name == "detokenizer" or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+    }
+
+
+@contextlib.contextmanager
+def _set_aside_unsaveable(processor: Any) -> Iterator[None]:
+    aside = _unsaveable(processor)
+    for name in aside:
+        del processor.__dict__[name]
+    try:
+        yield
+    finally:
+        processor.__dict__.update(aside)
+
+
 def save_processor(processor: Any, folder: Path) -> None:
-    """The processor's files in `folder`, without the streaming detokenizer mlx-vlm's loader hangs on it: a
-    SentencePiece one (ERNIE 4.5 VL) cannot be deep-copied, which transformers' save does to every attribute."""
+    """The processor's files in `folder`, without what `_unsaveable` names."""
     if not hasattr(processor, "save_pretrained"):
         return
-    detokenizer = processor.__dict__.pop("detokenizer", None)
-    try:
+    with _set_aside_unsaveable(processor):
         processor.save_pretrained(str(folder))
-    finally:
-        if detokenizer is not None:
-            processor.detokenizer = detokenizer
 
 
 def model_family(model: Any) -> str:

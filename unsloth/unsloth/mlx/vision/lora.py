@@ -69,26 +69,40 @@ def _is_linear(module: Any) -> bool:
     return isinstance(module, (nn.Linear, nn.QuantizedLinear))
 
 
-_SOURCES: Dict[type, str] = {}
+# `self.<attribute chain>.weight` (or `.bias`, `.scales`) in a module class's code: the chain's arrays read directly.
+_ARRAY_READ = re.compile(r"\bself\.((?:\w+\.)*?\w+)\.(?:weight|bias|scales)\b")
+_CHAINS_READ: Dict[type, frozenset] = {}
 
 
-def _class_source(owner: type) -> str:
-    """The source of a module class and its bases (empty where Python cannot read it), read once per class."""
-    if owner not in _SOURCES:
-        texts = []
+def _chains_read(owner: type) -> frozenset:
+    """The attribute chains whose arrays a module class (or a base) reads itself, found once per class in its source
+    (none where Python cannot read it)."""
+    if owner not in _CHAINS_READ:
+        found = set()
         for cls in owner.__mro__:
             try:
-                texts.append(inspect.getsource(cls))
+                found.update(_ARRAY_READ.findall(inspect.getsource(cls)))
             except (OSError, TypeError):
                 continue
-        _SOURCES[owner] = "\n".join(texts)
-    return _SOURCES[owner]
+        _CHAINS_READ[owner] = frozenset(found)
+    return _CHAINS_READ[owner]
 
 
-def reads_weight_directly(parent: Any, name: str) -> bool:
-    """True when the parent's code reads its layer `name`'s arrays itself, which a LoRA wrapper does not have."""
-    pattern = rf"\bself\.{re.escape(name)}\.(weight|bias|scales)\b"
-    return re.search(pattern, _class_source(type(parent))) is not None
+def reads_weight_directly(owner: Any, chain: str) -> bool:
+    """True when the owner's code reads the arrays of its layer at `chain` (`name` or `a.b.name`) itself, which a
+    LoRA wrapper does not have."""
+    return chain in _chains_read(type(owner))
+
+
+def read_from_above(modules: Dict[str, Any], path: str) -> bool:
+    """True when a module above the layer at `path` (its parent or any ancestor, through the attribute chain down to
+    it) reads the layer's arrays itself."""
+    parts = path.split(".")
+    return any(
+        reads_weight_directly(modules[owner], ".".join(parts[cut:]))
+        for cut in range(len(parts) - 1, -1, -1)
+        if (owner := ".".join(parts[:cut])) in modules
+    )
 
 
 def module_kind(path: str) -> Optional[tuple]:
@@ -159,11 +173,11 @@ def choose_paths(
         kind = module_kind(path) if _is_linear(module) else None
         if kind is None or kind[0] not in sides or kind[1] not in kinds or path in shared:
             continue
-        parent, _, name = path.rpartition(".")
         if names is not None and target_name(path) not in names:
             continue
-        # A layer the model reads `.weight` from (Gemma 4's patch embedder) stays as it is, so the model still runs.
-        if reads_weight_directly(modules.get(parent), name):
+        # A layer the model reads `.weight` from (Gemma 4's patch embedder, read by its parent; Muse Glimmer's, whose
+        # dtype the model itself reads) stays as it is, so the model still runs.
+        if read_from_above(modules, path):
             continue
         chosen.append(path)
     return sorted(chosen)

@@ -22,7 +22,7 @@ from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 
 from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE
 from ..models.keywords import VISION_LOAD_USED, VISION_PEFT_USED, check_load_keywords, check_peft_keywords
-from ..models.language import BASE_MODEL_ATTRIBUTE, _dtype, adapter_base, load_bits
+from ..models.language import BASE_MODEL_ATTRIBUTE, _dtype, adapter_base, load_bits, print_trainable_parameters
 from ..models import hub
 from ..models.main_rank import write_on_main_rank_only
 from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
@@ -115,6 +115,7 @@ class FastVisionModel:
         setattr(model, SOURCE_FOLDER_ATTRIBUTE, str(folder))
         model.save_pretrained = MethodType(_save_pretrained, model)
         model.save_pretrained_merged = MethodType(save_vision_merged, model)
+        model.print_trainable_parameters = MethodType(print_trainable_parameters, model)
         # The text models' pushes, each uploading what the matching save writes here.
         model.push_to_hub = MethodType(hub.model_push_to_hub, model)
         model.push_to_hub_merged = MethodType(hub.push_to_hub_merged, model)
