@@ -268,7 +268,7 @@ def _conversing_class(base: type) -> type:
     def save_pretrained(self: Any, *args: Any, **kwargs: Any) -> Any:
         # The notebooks' own `processor.save_pretrained(...)` cell, which mlx-vlm's unsaveable objects would break.
         with _set_aside_unsaveable(self):
-            return base.save_pretrained(self, *args, **kwargs)
+            return base.save_pretrained(self, *args, **kwargs)  # type: ignore[attr-defined]
 
     attributes = {"__call__": __call__, "__reduce_ex__": __reduce_ex__, "__module__": base.__module__}
     attributes["save_pretrained"] = save_pretrained
