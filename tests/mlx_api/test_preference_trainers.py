@@ -123,6 +123,23 @@ def test_ref_model_none_with_lora_is_the_model_with_its_adapters_off(load_public
     assert abs(policy - expected[0]) > 1e-3
 
 
+def test_the_reference_pass_runs_the_base_layers_without_the_adapters(load_public) -> None:
+    from mlx.utils import tree_map_with_path
+
+    from unsloth.mlx.rl.reference import ReferencePolicy
+
+    model, _ = load_public(lora=True, max_seq_length=128)
+    base, _ = load_public(max_seq_length=128)
+    ids = list(range(5, 21))
+    expected = plain_log_probs(base, ids)
+    # NaN adapters poison any pass that still multiplies through them, even by a zeroed lora_b.
+    model.update(tree_map_with_path(lambda path, array: array * float("nan"), model.trainable_parameters()))
+    found = ReferencePolicy(model).run(lambda reference: mx.array(plain_log_probs(reference, ids)))
+    assert float(found) == pytest.approx(expected, rel=1e-5)
+    # The adapters are back in place afterwards.
+    assert math.isnan(plain_log_probs(model, ids))
+
+
 def test_orpo_trains_with_the_notebooks_keywords(load_public, tmp_path, recorder) -> None:
     from trl import ORPOConfig, ORPOTrainer
 
