@@ -60,7 +60,7 @@ class DPOTrainer(PreferenceTrainer):
     def reference_values(self, batch: PairBatch) -> Any:
         if self.reference is None:
             return mx.zeros((2 * batch.pairs,))
-        return self.reference.run(lambda model: sequence_log_probs(model, batch))
+        return self.reference.values(lambda model: sequence_log_probs(model, batch))
 
     def loss_and_metrics(self, model: Any, batch: PairBatch, reference: Any) -> Tuple[mx.array, Dict[str, mx.array]]:
         scores = token_log_probs(model, batch.tokens, statistics=True)

@@ -207,6 +207,7 @@ class PreferenceTrainer(MLXTrainer):
         raise NotImplementedError
 
     def reference_values(self, batch: PairBatch) -> Any:
+        """The reference policy's values for the batch, left lazy (the step may be a compiled trace)."""
         return None
 
     # ---- the step ----
@@ -220,8 +221,10 @@ class PreferenceTrainer(MLXTrainer):
         # A compiled step retraces for each new width, so widths are rounded to a few buckets then.
         multiple = 32 if compiled else None
 
-        def step(tokens: mx.array, targets: mx.array, completion: mx.array, real: mx.array, reference: Any) -> Any:
+        def step(tokens: mx.array, targets: mx.array, completion: mx.array, real: mx.array) -> Any:
             batch = PairBatch(tokens, targets, completion, real, tokens.shape[0] // 2)
+            # In the step's own graph (and trace, when compiled), as mlx-lm-lora's reference pass is.
+            reference = self.reference_values(batch)
             (loss, metrics), grads = loss_and_grad(model, batch, reference)
             return loss, metrics, grads
 
@@ -233,8 +236,7 @@ class PreferenceTrainer(MLXTrainer):
         def forward_backward(tokens: mx.array, lengths: mx.array) -> Any:
             indices = np.array(tokens[:, 0]).tolist()
             batch = pair_batch([rows.sequences[index] for index in indices], self.pad_id, multiple)
-            reference = self.reference_values(batch)
-            loss, metrics, grads = step(batch.tokens, batch.targets, batch.completion, batch.real, reference)
+            loss, metrics, grads = step(batch.tokens, batch.targets, batch.completion, batch.real)
             mx.eval(loss, metrics)
             self._store(metrics, batch)
             return loss, mx.array(batch.pairs), grads
