@@ -148,7 +148,12 @@ def test_a_pair_batch_windows_each_completion_from_its_first_target() -> None:
     rejected = [([5, 6, 7, 10], 3), ([5, 11, 12, 13, 14, 15], 1)]
     batch = pair_batch(list(zip(chosen, rejected)), pad_id=0)
     # Target t predicts token t + 1, so a prompt of n tokens puts its completion's first target at n - 1.
-    assert np.array(batch.answer_positions).tolist() == [[2, 3, 3, 3, 3], [0, 1, 1, 1, 1], [2, 2, 2, 2, 2], [0, 1, 2, 3, 4]]
+    assert np.array(batch.answer_positions).tolist() == [
+        [2, 3, 3, 3, 3],
+        [0, 1, 1, 1, 1],
+        [2, 2, 2, 2, 2],
+        [0, 1, 2, 3, 4],
+    ]
     assert np.array(batch.answer_mask).tolist() == [[1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1] * 5]
     picked = np.take_along_axis(np.array(batch.completion), np.array(batch.answer_positions), axis=1)
     assert (picked * np.array(batch.answer_mask)).sum() == np.array(batch.completion).sum()

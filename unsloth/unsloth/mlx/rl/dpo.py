@@ -16,7 +16,9 @@ from .preference_trainer import PairBatch, PreferenceTrainer, Sequence
 from .reference import ReferencePolicy
 
 
-def completion_scores(model: Any, batch: PairBatch, statistics: bool = False, differentiable: bool = True) -> TokenScores:
+def completion_scores(
+    model: Any, batch: PairBatch, statistics: bool = False, differentiable: bool = True
+) -> TokenScores:
     """The scores of each sequence's completion targets (`batch.answer_positions`): every DPO value is masked to
     them, so the output head never runs over a prompt position."""
     targets = mx.take_along_axis(batch.tokens[:, 1:], batch.answer_positions, axis=1)
