@@ -8,10 +8,10 @@ from typing import Any, Dict, Tuple
 
 import mlx.core as mx
 
-from .dpo_config import DPOConfig
-from .preference_data import PreferencePair, dpo_pair
 from unsloth_zoo.mlx.chunked_loss import TokenScores, token_scores
 
+from .dpo_config import DPOConfig
+from .preference_data import PreferencePair, dpo_pair
 from .preference_trainer import PairBatch, PreferenceTrainer, Sequence
 from .reference import ReferencePolicy
 

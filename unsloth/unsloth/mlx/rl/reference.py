@@ -76,6 +76,8 @@ class ReferencePolicy:
         self.model = model
         self.ref_model = ref_model
         self.adapters = ref_model is None and has_adapters(model)
+        # Found once: walking a large model's modules every step would cost milliseconds a step.
+        self.slots = adapter_slots(model) if self.adapters else None
         self.first_weights = None
         if ref_model is None and not self.adapters:
             # A copy, so the optimizer's in-place updates never reach the reference weights.
@@ -92,9 +94,8 @@ class ReferencePolicy:
         """The result, left lazy, so a caller may fold it into its own graph (a compiled step's, say)."""
         if self.ref_model is not None:
             return mx.stop_gradient(function(self.ref_model))
-        slots = adapter_slots(self.model) if self.adapters else None
-        if slots is not None:
-            with base_layers(slots):
+        if self.slots is not None:
+            with base_layers(self.slots):
                 return mx.stop_gradient(function(self.model))
         current = self.model.trainable_parameters()
         swapped = _adapters_off(current) if self.adapters else self.first_weights
