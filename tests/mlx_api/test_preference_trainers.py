@@ -123,6 +123,58 @@ def test_ref_model_none_with_lora_is_the_model_with_its_adapters_off(load_public
     assert abs(policy - expected[0]) > 1e-3
 
 
+def test_the_reference_pass_runs_the_base_layers_without_the_adapters(load_public) -> None:
+    from mlx.utils import tree_map_with_path
+
+    from unsloth.mlx.rl.reference import ReferencePolicy
+
+    model, _ = load_public(lora=True, max_seq_length=128)
+    base, _ = load_public(max_seq_length=128)
+    ids = list(range(5, 21))
+    expected = plain_log_probs(base, ids)
+    # NaN adapters poison any pass that still multiplies through them, even by a zeroed lora_b.
+    model.update(tree_map_with_path(lambda path, array: array * float("nan"), model.trainable_parameters()))
+    found = ReferencePolicy(model).run(lambda reference: mx.array(plain_log_probs(reference, ids)))
+    assert float(found) == pytest.approx(expected, rel=1e-5)
+    # The adapters are back in place afterwards.
+    assert math.isnan(plain_log_probs(model, ids))
+
+
+def test_a_pair_batch_windows_each_completion_from_its_first_target() -> None:
+    from unsloth.mlx.rl.preference_trainer import pair_batch
+
+    # Prompts of 3 and 1 tokens, completions of 2 and 4; the second pair's rejected side is the widest row.
+    chosen = [([5, 6, 7, 8, 9], 3), ([5, 6, 7], 1)]
+    rejected = [([5, 6, 7, 10], 3), ([5, 11, 12, 13, 14, 15], 1)]
+    batch = pair_batch(list(zip(chosen, rejected)), pad_id=0)
+    # Target t predicts token t + 1, so a prompt of n tokens puts its completion's first target at n - 1.
+    assert np.array(batch.answer_positions).tolist() == [
+        [2, 3, 3, 3, 3],
+        [0, 1, 1, 1, 1],
+        [2, 2, 2, 2, 2],
+        [0, 1, 2, 3, 4],
+    ]
+    assert np.array(batch.answer_mask).tolist() == [[1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1] * 5]
+    picked = np.take_along_axis(np.array(batch.completion), np.array(batch.answer_positions), axis=1)
+    assert (picked * np.array(batch.answer_mask)).sum() == np.array(batch.completion).sum()
+    # Rounded for a compiled step, the window only grows by masked places.
+    wide = pair_batch(list(zip(chosen, rejected)), pad_id=0, multiple=4)
+    assert np.array(wide.answer_mask).sum() == np.array(batch.answer_mask).sum()
+    assert wide.answer_positions.shape[1] % 4 == 0 and wide.answer_positions.max() < wide.tokens.shape[1] - 1
+
+
+def test_dpo_sequence_log_probs_sum_each_completion_whatever_its_prompt(load_public) -> None:
+    from unsloth.mlx.rl.dpo import sequence_log_probs
+    from unsloth.mlx.rl.preference_trainer import pair_batch
+
+    model, _ = load_public(max_seq_length=128)
+    chosen = [(list(range(5, 17)), 7), (list(range(20, 25)), 2)]
+    rejected = [(list(range(30, 39)), 7), (list(range(40, 56)), 2)]
+    found = np.array(sequence_log_probs(model, pair_batch(list(zip(chosen, rejected)), pad_id=0)))
+    expected = [plain_log_probs(model, ids) - plain_log_probs(model, ids[:start]) for ids, start in chosen + rejected]
+    np.testing.assert_allclose(found, expected, rtol=1e-5)
+
+
 def test_orpo_trains_with_the_notebooks_keywords(load_public, tmp_path, recorder) -> None:
     from trl import ORPOConfig, ORPOTrainer
 

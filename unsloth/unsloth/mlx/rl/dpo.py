@@ -8,16 +8,34 @@ from typing import Any, Dict, Tuple
 
 import mlx.core as mx
 
+from unsloth_zoo.mlx.chunked_loss import TokenScores, token_scores
+
 from .dpo_config import DPOConfig
 from .preference_data import PreferencePair, dpo_pair
-from .preference_trainer import PairBatch, PreferenceTrainer, Sequence, token_log_probs
+from .preference_trainer import PairBatch, PreferenceTrainer, Sequence
 from .reference import ReferencePolicy
+
+
+def completion_scores(
+    model: Any, batch: PairBatch, statistics: bool = False, differentiable: bool = True
+) -> TokenScores:
+    """The scores of each sequence's completion targets (`batch.answer_positions`): every DPO value is masked to
+    them, so the output head never runs over a prompt position."""
+    targets = mx.take_along_axis(batch.tokens[:, 1:], batch.answer_positions, axis=1)
+    return token_scores(
+        model,
+        batch.tokens[:, :-1],
+        targets,
+        positions=batch.answer_positions,
+        statistics=statistics,
+        differentiable=differentiable,
+    )
 
 
 def sequence_log_probs(model: Any, batch: PairBatch) -> mx.array:
     """Each sequence's summed log-probability of its completion tokens."""
-    per_token = token_log_probs(model, batch.tokens, differentiable=False).log_probs
-    return (per_token * batch.completion).sum(axis=-1)
+    per_token = completion_scores(model, batch, differentiable=False).log_probs
+    return (per_token * batch.answer_mask).sum(axis=-1)
 
 
 def _masked_mean(values: mx.array, mask: mx.array) -> mx.array:
@@ -60,11 +78,11 @@ class DPOTrainer(PreferenceTrainer):
     def reference_values(self, batch: PairBatch) -> Any:
         if self.reference is None:
             return mx.zeros((2 * batch.pairs,))
-        return self.reference.run(lambda model: sequence_log_probs(model, batch))
+        return self.reference.values(lambda model: sequence_log_probs(model, batch))
 
     def loss_and_metrics(self, model: Any, batch: PairBatch, reference: Any) -> Tuple[mx.array, Dict[str, mx.array]]:
-        scores = token_log_probs(model, batch.tokens, statistics=True)
-        logps = (scores.log_probs * batch.completion).sum(axis=-1)
+        scores = completion_scores(model, batch, statistics=True)
+        logps = (scores.log_probs * batch.answer_mask).sum(axis=-1)
         pairs = batch.pairs
         chosen_ratio = logps[:pairs] - reference[:pairs]
         rejected_ratio = logps[pairs:] - reference[pairs:]
@@ -74,7 +92,7 @@ class DPOTrainer(PreferenceTrainer):
         return loss, self._metrics(scores, logps, chosen_ratio, rejected_ratio, batch)
 
     def _metrics(self, scores: Any, logps: Any, chosen_ratio: Any, rejected_ratio: Any, batch: PairBatch) -> Dict:
-        pairs, mask = batch.pairs, batch.completion
+        pairs, mask = batch.pairs, batch.answer_mask
         entropy, mean_logits, correct = scores.entropy, scores.mean_logit, scores.argmax_hit
         chosen_rewards = mx.stop_gradient(self.args.beta * chosen_ratio)
         rejected_rewards = mx.stop_gradient(self.args.beta * rejected_ratio)

@@ -51,24 +51,44 @@ class PairBatch(NamedTuple):
     completion: mx.array  # (2B, W - 1): targets that are completion tokens
     real: mx.array  # (2B, W - 1): input positions that hold a token rather than padding
     pairs: int
+    # (2B, C): each sequence's completion targets, left-aligned, then its last one repeated; C is the longest count.
+    answer_positions: mx.array
+    answer_mask: mx.array  # (2B, C): which of those places are the sequence's own completion targets
+
+
+def _rounded(size: int, multiple: Optional[int]) -> int:
+    return -(-size // multiple) * multiple if multiple else size
 
 
 def pair_batch(sequences: List[Tuple[Sequence, Sequence]], pad_id: int, multiple: Optional[int] = None) -> PairBatch:
     rows = [chosen for chosen, _ in sequences] + [rejected for _, rejected in sequences]
-    width = max(len(ids) for ids, _ in rows)
-    if multiple:
-        width = -(-width // multiple) * multiple
+    width = _rounded(max(len(ids) for ids, _ in rows), multiple)
+    # Target position t predicts token t + 1, so the completion's first token is target start - 1.
+    firsts = [max(start - 1, 0) for _, start in rows]
+    counts = [max(len(ids) - 1 - first, 0) for (ids, _), first in zip(rows, firsts)]
+    answers = _rounded(max(max(counts), 1), multiple)
     tokens = np.full((len(rows), width), pad_id, dtype=np.int32)
     targets = np.zeros((len(rows), width - 1), dtype=np.float32)
     completion = np.zeros_like(targets)
     real = np.zeros(targets.shape, dtype=bool)
-    for slot, (ids, start) in enumerate(rows):
+    answer_positions = np.zeros((len(rows), answers), dtype=np.int32)
+    answer_mask = np.zeros((len(rows), answers), dtype=np.float32)
+    for slot, ((ids, _), first, count) in enumerate(zip(rows, firsts, counts)):
         tokens[slot, : len(ids)] = ids
         targets[slot, : len(ids) - 1] = 1
         real[slot, : len(ids)] = True
-        # Target position t predicts token t + 1, so the completion's first token is target start - 1.
-        completion[slot, max(start - 1, 0) : len(ids) - 1] = 1
-    return PairBatch(mx.array(tokens), mx.array(targets), mx.array(completion), mx.array(real), len(sequences))
+        completion[slot, first : first + count] = 1
+        answer_positions[slot] = np.minimum(first + np.arange(answers), max(first + count - 1, 0))
+        answer_mask[slot, :count] = 1
+    return PairBatch(
+        mx.array(tokens),
+        mx.array(targets),
+        mx.array(completion),
+        mx.array(real),
+        len(sequences),
+        mx.array(answer_positions),
+        mx.array(answer_mask),
+    )
 
 
 class PaddingMask:
@@ -207,6 +227,7 @@ class PreferenceTrainer(MLXTrainer):
         raise NotImplementedError
 
     def reference_values(self, batch: PairBatch) -> Any:
+        """The reference policy's values for the batch, left lazy (the step may be a compiled trace)."""
         return None
 
     # ---- the step ----
@@ -220,8 +241,10 @@ class PreferenceTrainer(MLXTrainer):
         # A compiled step retraces for each new width, so widths are rounded to a few buckets then.
         multiple = 32 if compiled else None
 
-        def step(tokens: mx.array, targets: mx.array, completion: mx.array, real: mx.array, reference: Any) -> Any:
-            batch = PairBatch(tokens, targets, completion, real, tokens.shape[0] // 2)
+        def step(tokens: mx.array, targets: mx.array, completion: mx.array, real: mx.array, *answers: mx.array) -> Any:
+            batch = PairBatch(tokens, targets, completion, real, tokens.shape[0] // 2, *answers)
+            # In the step's own graph (and trace, when compiled), as mlx-lm-lora's reference pass is.
+            reference = self.reference_values(batch)
             (loss, metrics), grads = loss_and_grad(model, batch, reference)
             return loss, metrics, grads
 
@@ -233,8 +256,9 @@ class PreferenceTrainer(MLXTrainer):
         def forward_backward(tokens: mx.array, lengths: mx.array) -> Any:
             indices = np.array(tokens[:, 0]).tolist()
             batch = pair_batch([rows.sequences[index] for index in indices], self.pad_id, multiple)
-            reference = self.reference_values(batch)
-            loss, metrics, grads = step(batch.tokens, batch.targets, batch.completion, batch.real, reference)
+            loss, metrics, grads = step(
+                batch.tokens, batch.targets, batch.completion, batch.real, batch.answer_positions, batch.answer_mask
+            )
             mx.eval(loss, metrics)
             self._store(metrics, batch)
             return loss, mx.array(batch.pairs), grads
