@@ -681,13 +681,29 @@ def build_tiny_lfm2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 5
 
 
 PADDLE_SPECIAL = [
-    "<|im_start|>",
-    "<|im_end|>",
+    "<|begin_of_sentence|>",
+    "<|end_of_sentence|>",
     "<|IMAGE_START|>",
     "<|IMAGE_END|>",
     "<|IMAGE_PLACEHOLDER|>",
     "<|video_pad|>",
 ]
+# PaddleOCR-VL's turns: "User: " with the images before the text, "Assistant: " closed by the end of sentence.
+PADDLE_TEMPLATE = (
+    "<|begin_of_sentence|>"
+    "{%- for message in messages -%}"
+    "{%- if message['content'] is string %}{% set parts = [{'type': 'text', 'text': message['content']}] %}"
+    "{%- else %}{% set parts = message['content'] %}{%- endif %}"
+    "{%- if message['role'] == 'assistant' %}{{ 'Assistant: ' }}"
+    "{%- for part in parts %}{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}"
+    "<|end_of_sentence|>"
+    "{%- else %}{{ 'User: ' if message['role'] == 'user' else '' }}"
+    "{%- for part in parts %}{% if part['type'] == 'image' %}<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>"
+    "{%- endif %}{% endfor %}"
+    "{%- for part in parts %}{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{{ '\\n' }}"
+    "{%- endif %}{%- endfor -%}"
+    "{%- if add_generation_prompt %}Assistant: {% endif %}"
+)
 
 
 def build_tiny_paddleocr_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
@@ -696,11 +712,12 @@ def build_tiny_paddleocr_vl(folder: str | Path, *, seed: int = 0, vocab_size: in
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    template = QWEN_TEMPLATE.replace(
-        "<|vision_start|><|image_pad|><|vision_end|>", "<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>"
-    )
     ids = _write_tokenizer(
-        folder, vocab_size, PADDLE_SPECIAL, template, extra_special_tokens={"image_token": "<|IMAGE_PLACEHOLDER|>"}
+        folder,
+        vocab_size,
+        PADDLE_SPECIAL,
+        PADDLE_TEMPLATE,
+        extra_special_tokens={"image_token": "<|IMAGE_PLACEHOLDER|>"},
     )
     config = {
         "model_type": "paddleocr_vl",
@@ -712,9 +729,9 @@ def build_tiny_paddleocr_vl(folder: str | Path, *, seed: int = 0, vocab_size: in
         "video_token_id": ids["<|video_pad|>"],
         "vision_start_token_id": ids["<|IMAGE_START|>"],
         "vision_end_token_id": ids["<|IMAGE_END|>"],
-        "eos_token_id": ids["<|im_end|>"],
+        "eos_token_id": ids["<|end_of_sentence|>"],
         "pad_token_id": ids["<|pad|>"],
-        "bos_token_id": ids["<|im_start|>"],
+        "bos_token_id": ids["<|begin_of_sentence|>"],
         "vocab_size": ids["__size__"],
         # mlx-vlm's projector writes 1024-wide features whatever the config says, so the text model is that wide.
         "hidden_size": 1024,
@@ -1036,7 +1053,7 @@ END_OF_TURN = {
     "gemma4": "<turn|>",
     "mllama": "<|eot_id|>",
     "lfm2_vl": "<|im_end|>",
-    "paddleocr_vl": "<|im_end|>",
+    "paddleocr_vl": "<|end_of_sentence|>",
     "pixtral": "<|eos|>",
     "mistral3": "<|eos|>",
     "ministral3": "<|eos|>",
