@@ -93,6 +93,10 @@ def _refuse_gguf(model: Any, *args: Any, **kwargs: Any) -> None:
 def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = None, **_: Any) -> None:
     """The adapter (with its base and quantization named) and the processor beside it."""
     folder = Path(save_directory)
+    if getattr(model, FULL_FINETUNING_ATTRIBUTE, False) and vision_lora_settings(model) is None:
+        # A full fine-tune has no adapter: the whole model is saved, as CUDA Unsloth's save_pretrained does.
+        save_vision_merged(model, folder, tokenizer)
+        return
     save_vision_adapter(model, folder)
     write_peft_beside(model, folder, vision_peft_config(model))  # the PEFT files CUDA Unsloth's save_pretrained writes
     if tokenizer is not None:
@@ -178,6 +182,10 @@ class FastVisionModel:
     ) -> Any:
         """LoRA on the layers the finetune_* switches pick (all four default to True); the model is returned."""
         check_peft_keywords("FastVisionModel.get_peft_model", kwargs, VISION_PEFT_USED)
+        if getattr(model, FULL_FINETUNING_ATTRIBUTE, False):
+            # CUDA Unsloth's answer too: a full-finetuning load trains every weight, so no LoRA goes on top.
+            print("Unsloth: Full finetuning is enabled, so .get_peft_model has no effect")
+            return model
         if vision_lora_settings(model) is not None:
             raise ValueError("this model already has LoRA adapters; load the base again to start over")
         names = (
