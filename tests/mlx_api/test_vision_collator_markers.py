@@ -4,7 +4,6 @@ is trained (the answer and its end of sentence), and `pad_to_multiple_of` rounds
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
