@@ -41,8 +41,10 @@ def test_the_collator_takes_cudas_positional_order(vision_dirs, tmp_path) -> Non
     )
     assert (trainer.args.max_seq_length, trainer.args.image_size) == (200, "max")
     assert trainer.args.completion_only_loss is False
-    with pytest.raises(NotImplementedError, match="train_on_responses_only=True"):
+    with pytest.raises(ValueError, match="train_on_responses_only=True needs response_part"):
         UnslothVisionDataCollator(model, processor, None, None, "min", -100, True)
+    marked = UnslothVisionDataCollator(model, processor, None, None, "min", -100, True, "<|im_start|>user", "assistant")
+    assert marked.markers == ("<|im_start|>user", "assistant")
 
 
 def test_an_explicit_completion_only_loss_in_the_args_wins_over_the_collator(vision_dirs, tmp_path) -> None:  # noqa: F811

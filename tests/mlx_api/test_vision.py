@@ -226,7 +226,7 @@ def test_formatting_func_makes_the_messages_and_the_trainer_reads_the_collator(v
 
 @pytest.mark.parametrize(
     "option, value",
-    [("train_on_responses_only", True), ("num_proc", 2), ("pad_to_multiple_of", 8), ("instruction_part", "<u>")],
+    [("num_proc", 2), ("force_match", False), ("resize_dimension", 1), ("last_response_only", True)],
 )
 def test_collator_options_mlx_cannot_honour_are_refused(vision_dirs, option, value) -> None:
     from unsloth.trainer import UnslothVisionDataCollator

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from tools.kits.tiny_vlm_muse_glimmer import MUSE_GLIMMER_END_OF_TURN, MUSE_GLIMMER_IMAGE_SIDE, build_tiny_muse_glimmer
 
@@ -409,8 +409,9 @@ PIXTRAL_TEMPLATE = (
 PIXTRAL_IMAGE_SIDE = 32
 
 
-def _pixtral_config(ids: Dict[str, int], model_type: str) -> dict:
-    """A Pixtral-towered config as the Hub writes it for `model_type` (llava for Pixtral, mistral3 for Mistral 3)."""
+def _pixtral_config(ids: Dict[str, int], model_type: str, text: Optional[dict] = None) -> dict:
+    """A Pixtral-towered config as the Hub writes it for `model_type` (llava for Pixtral, mistral3 for Mistral 3),
+    `text` replacing entries of its text config."""
     return {
         "model_type": model_type,
         "architectures": [
@@ -435,6 +436,7 @@ def _pixtral_config(ids: Dict[str, int], model_type: str) -> dict:
             "vocab_size": ids["__size__"],
             "rope_theta": 10000.0,
             "max_position_embeddings": 1024,
+            **(text or {}),
         },
         "vision_config": {
             "model_type": "pixtral",
@@ -450,11 +452,13 @@ def _pixtral_config(ids: Dict[str, int], model_type: str) -> dict:
     }
 
 
-def _build_pixtral_towered(folder: str | Path, model_type: str, module: Any, merge: int, seed: int, vocab: int) -> Path:
+def _build_pixtral_towered(
+    folder: str | Path, model_type: str, module: Any, merge: int, seed: int, vocab: int, text: Optional[dict] = None
+) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     ids = _write_tokenizer(folder, vocab, PIXTRAL_SPECIAL, PIXTRAL_TEMPLATE, bos_token="<|system|>")
-    config = _pixtral_config(ids, model_type)
+    config = _pixtral_config(ids, model_type, text)
     _write_json(folder / "config.json", config)
     _write_json(
         folder / "preprocessor_config.json",
@@ -496,6 +500,33 @@ def build_tiny_mistral3(folder: str | Path, *, seed: int = 0, vocab_size: int = 
     from mlx_vlm.models import mistral3
 
     return _build_pixtral_towered(folder, "mistral3", mistral3, 2, seed, vocab_size)
+
+
+# Ministral 3's text model as the Hub ships it: YaRN rope with Llama 4's position-scaled queries, tied embeddings.
+MINISTRAL3_TEXT = {
+    "model_type": "ministral3",
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 4096,
+    "rope_parameters": {
+        "rope_type": "yarn",
+        "type": "yarn",
+        "rope_theta": 1000000.0,
+        "factor": 4.0,
+        "original_max_position_embeddings": 1024,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "llama_4_scaling_beta": 0.1,
+    },
+}
+
+
+def build_tiny_ministral3(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A tiny Ministral 3 (`mistral3` with a `ministral3` text model, as the Ministral-3-*-2512 ids ship) in `folder`."""
+    from mlx_vlm.models import mistral3
+
+    return _build_pixtral_towered(folder, "mistral3", mistral3, 2, seed, vocab_size, MINISTRAL3_TEXT)
 
 
 LLAMA_SPECIAL = [
@@ -652,13 +683,29 @@ def build_tiny_lfm2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 5
 
 
 PADDLE_SPECIAL = [
-    "<|im_start|>",
-    "<|im_end|>",
+    "<|begin_of_sentence|>",
+    "<|end_of_sentence|>",
     "<|IMAGE_START|>",
     "<|IMAGE_END|>",
     "<|IMAGE_PLACEHOLDER|>",
     "<|video_pad|>",
 ]
+# PaddleOCR-VL's turns: "User: " with the images before the text, "Assistant: " closed by the end of sentence.
+PADDLE_TEMPLATE = (
+    "<|begin_of_sentence|>"
+    "{%- for message in messages -%}"
+    "{%- if message['content'] is string %}{% set parts = [{'type': 'text', 'text': message['content']}] %}"
+    "{%- else %}{% set parts = message['content'] %}{%- endif %}"
+    "{%- if message['role'] == 'assistant' %}{{ 'Assistant: ' }}"
+    "{%- for part in parts %}{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}"
+    "<|end_of_sentence|>"
+    "{%- else %}{{ 'User: ' if message['role'] == 'user' else '' }}"
+    "{%- for part in parts %}{% if part['type'] == 'image' %}<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>"
+    "{%- endif %}{% endfor %}"
+    "{%- for part in parts %}{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{{ '\\n' }}"
+    "{%- endif %}{%- endfor -%}"
+    "{%- if add_generation_prompt %}Assistant: {% endif %}"
+)
 
 
 def build_tiny_paddleocr_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
@@ -667,22 +714,26 @@ def build_tiny_paddleocr_vl(folder: str | Path, *, seed: int = 0, vocab_size: in
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    template = QWEN_TEMPLATE.replace(
-        "<|vision_start|><|image_pad|><|vision_end|>", "<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>"
-    )
     ids = _write_tokenizer(
-        folder, vocab_size, PADDLE_SPECIAL, template, extra_special_tokens={"image_token": "<|IMAGE_PLACEHOLDER|>"}
+        folder,
+        vocab_size,
+        PADDLE_SPECIAL,
+        PADDLE_TEMPLATE,
+        extra_special_tokens={"image_token": "<|IMAGE_PLACEHOLDER|>"},
     )
     config = {
         "model_type": "paddleocr_vl",
         "architectures": ["PaddleOCRVLForConditionalGeneration"],
+        # The Hub's remote-code entry its notebook loads through (`auto_model=AutoModelForCausalLM`); the entries
+        # naming the config and processor files are left out, as the tiny folder does not carry those files.
+        "auto_map": {"AutoModelForCausalLM": "modeling_paddleocr_vl.PaddleOCRVLForConditionalGeneration"},
         "image_token_id": ids["<|IMAGE_PLACEHOLDER|>"],
         "video_token_id": ids["<|video_pad|>"],
         "vision_start_token_id": ids["<|IMAGE_START|>"],
         "vision_end_token_id": ids["<|IMAGE_END|>"],
-        "eos_token_id": ids["<|im_end|>"],
+        "eos_token_id": ids["<|end_of_sentence|>"],
         "pad_token_id": ids["<|pad|>"],
-        "bos_token_id": ids["<|im_start|>"],
+        "bos_token_id": ids["<|begin_of_sentence|>"],
         "vocab_size": ids["__size__"],
         # mlx-vlm's projector writes 1024-wide features whatever the config says, so the text model is that wide.
         "hidden_size": 1024,
@@ -988,6 +1039,8 @@ BUILDERS = {
     "paddleocr_vl": build_tiny_paddleocr_vl,
     "pixtral": build_tiny_pixtral_as_hub,
     "mistral3": build_tiny_mistral3,
+    # Mistral 3 as the Ministral 3 ids ship it (a `ministral3` text model); mlx-vlm builds it with `mistral3`.
+    "ministral3": build_tiny_ministral3,
     "ernie4_5_moe_vl": build_tiny_ernie4_5_moe_vl,
     "muse_glimmer": build_tiny_muse_glimmer,
 }
@@ -1004,6 +1057,7 @@ IMAGE_SIDES = {
     "paddleocr_vl": QWEN_IMAGE_SIDE,
     "pixtral": PIXTRAL_IMAGE_SIDE,
     "mistral3": PIXTRAL_IMAGE_SIDE,
+    "ministral3": PIXTRAL_IMAGE_SIDE,
     "ernie4_5_moe_vl": QWEN_IMAGE_SIDE,
     "muse_glimmer": MUSE_GLIMMER_IMAGE_SIDE,
 }
@@ -1017,9 +1071,10 @@ END_OF_TURN = {
     "gemma4": "<turn|>",
     "mllama": "<|eot_id|>",
     "lfm2_vl": "<|im_end|>",
-    "paddleocr_vl": "<|im_end|>",
+    "paddleocr_vl": "<|end_of_sentence|>",
     "pixtral": "<|eos|>",
     "mistral3": "<|eos|>",
+    "ministral3": "<|eos|>",
     "ernie4_5_moe_vl": "<|end_of_sentence|>",
     "muse_glimmer": MUSE_GLIMMER_END_OF_TURN,
 }

@@ -29,6 +29,9 @@ CELL_COUNTS = {
     "qwen3_vl_grpo_vision": 19,
     "qwen3_5_vision_grpo": 19,
     "pixtral_vision": 16,
+    "ministral3_vl_vision": 22,
+    "paddle_ocr_vision": 22,
+    "lfm2_5_vl_vision": 22,
 }
 # {notebook: {cell index: the refusal its error must match}}.
 REFUSED: Dict[str, Dict[int, str]] = {}
@@ -44,6 +47,10 @@ PRINTED = {
     "gemma3_4b_grpo_vision": ("rewards/formatting_reward_func/mean", "'train_runtime'", "<start_of_image>How many red"),
     "qwen3_vl_grpo_vision": ("rewards/formatting_reward_func/mean", "'train_runtime'", QWEN_IMAGE_PROMPT),
     "qwen3_5_vision_grpo": ("rewards/formatting_reward_func/mean", "'train_runtime'", QWEN_IMAGE_PROMPT),
+    "ministral3_vl_vision": ("'loss'", "'train_runtime'", "A blue square."),
+    # A full-finetuning load: get_peft_model adds no LoRA, as on CUDA.
+    "paddle_ocr_vision": ("'loss'", "'train_runtime'", "Full finetuning is enabled, so .get_peft_model has no effect"),
+    "lfm2_5_vl_vision": ("'loss'", "'train_runtime'", "<|im_start|>assistant\nA square of one colour.<|im_end|>"),
 }
 # The files each notebook's save cells must leave in its working folder.
 SAVED = {
@@ -55,6 +62,10 @@ SAVED = {
     "gemma3_4b_grpo_vision": ("gemma_3_lora/adapter_config.json", "gemma_3_lora/adapters.safetensors"),
     "qwen3_vl_grpo_vision": ("grpo_lora/adapter_config.json", "grpo_lora/adapter_model.safetensors"),
     "qwen3_5_vision_grpo": ("qwen_lora/adapter_config.json", "qwen_lora/adapter_model.safetensors"),
+    "ministral3_vl_vision": ("ministral_lora/adapter_config.json", "ministral_lora/adapters.safetensors"),
+    # The whole fine-tuned model, as CUDA Unsloth saves a full fine-tune (the folder keeps the notebook's name).
+    "paddle_ocr_vision": ("paddle_ocr_lora/config.json", "paddle_ocr_lora/model.safetensors"),
+    "lfm2_5_vl_vision": ("lfm_lora/adapter_config.json", "lfm_lora/adapters.safetensors"),
 }
 # {notebook: {cell index: the error it fails with today}}, where the gap lives said beside each.
 GAPS: Dict[str, Dict[int, str]] = {}

@@ -151,14 +151,38 @@ def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:
     routed = routed_model_type(config)
     model, processor = _load_routed(folder, routed) if routed else load(str(folder))
     initialise_bare_modules(model)
+    # Loading imported the family's module, which may have pointed AutoProcessor at mlx-vlm's class just now.
+    prepare_auto_processors()
+    return model, prepare_processor(processor)
+
+
+def prepare_processor(processor: Any) -> Any:
+    """An mlx-vlm processor made to answer as a Hugging Face one: a chat template, text renders, conversations."""
     # mlx-vlm 0.7.10's Gemma 3 processor leaves the chat template on its tokenizer only.
     if getattr(processor, "chat_template", None) is None:
         processor.chat_template = getattr(getattr(processor, "tokenizer", None), "chat_template", None)
     if type(processor).apply_chat_template.__module__.startswith("mlx_vlm."):
         _render_as_text_by_default(processor)
     _answer_token_ids(processor)
-    accept_conversations(processor)
-    return model, processor
+    return accept_conversations(processor)
+
+
+def prepare_auto_processors() -> None:
+    """transformers' `AutoProcessor.from_pretrained` hands back mlx-vlm's class for a family mlx-vlm patched it for
+    (the PaddleOCR-VL notebook loads its processor so); that one is prepared as `FastVisionModel`'s is. Wrapped again
+    after each load, so it stays outside any patch mlx-vlm added meanwhile."""
+    from transformers import AutoProcessor
+
+    current = AutoProcessor.__dict__["from_pretrained"]
+    if getattr(current.__func__, PREPARED_MARK, False):
+        return
+
+    def from_pretrained(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        processor = current.__func__(cls, *args, **kwargs)
+        return prepare_processor(processor) if type(processor).__module__.startswith("mlx_vlm.") else processor
+
+    setattr(from_pretrained, PREPARED_MARK, True)
+    AutoProcessor.from_pretrained = classmethod(from_pretrained)  # type: ignore[method-assign, assignment]
 
 
 def initialise_bare_modules(model: Any) -> Any:
@@ -188,6 +212,7 @@ def _is_conversation(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(turn, dict) and "role" in turn for turn in value)
 
 
+PREPARED_MARK = "__unsloth_mlx_prepared__"
 # The subclass made for each processor class, so every processor of a family shares one.
 _CONVERSING: Dict[type, type] = {}
 
@@ -255,7 +280,13 @@ def _conversing_class(base: type) -> type:
                 kwargs["text"] = text
         if flat_images:
             _flatten_image_groups(values, kwargs, image_position)
-        return base.__call__(self, *values, **kwargs)
+        try:
+            return base.__call__(self, *values, **kwargs)
+        except TypeError as error:
+            # mlx-vlm's PaddleOCR-VL processor passes add_special_tokens=False to its tokenizer itself.
+            if "'add_special_tokens'" not in str(error) or kwargs.pop("add_special_tokens", None) is not False:
+                raise
+            return base.__call__(self, *values, **kwargs)
 
     def __reduce_ex__(self: Any, protocol: Any) -> Any:
         # Pickled (datasets' fingerprints and workers, deepcopy) as the plain processor, whose class has a name.

@@ -6,7 +6,8 @@ the processor's image and audio features.
 Each row's `messages` (image parts hold a PIL image, or a local file path; audio parts a 16 kHz waveform, for a model
 with an audio tower) are rendered with the processor's chat template and run through the processor once. With
 `completion_only_loss` (the default) only the assistant turns count: a turn starts where the conversation before it,
-rendered with the generation prompt, ends. Image and audio placeholder tokens never count. Options the MLX trainer
+rendered with the generation prompt, ends. With `train_on_responses_only` the text after each `response_part`, up to
+the next `instruction_part`, counts instead. Image and audio placeholder tokens never count. Options the MLX trainer
 cannot honour are refused by name.
 """
 
@@ -21,12 +22,8 @@ from .backend import audio_token_id, check_audio, image_token_id, process_conver
 
 # Keyword: the value(s) that mean "nothing asked for", and what to do instead.
 REFUSED_OPTIONS: Dict[str, tuple] = {
-    "train_on_responses_only": ((None, False), "keep completion_only_loss=True, which trains only the answers"),
-    "instruction_part": ((None,), "completion_only_loss finds the answers from the chat template"),
-    "response_part": ((None,), "completion_only_loss finds the answers from the chat template"),
-    "force_match": ((None, True), "completion_only_loss finds the answers from the chat template"),
+    "force_match": ((None, True), "response markers are matched in the rendered text, never partly"),
     "num_proc": ((None,), "rows are encoded in-process, once, when the trainer is built"),
-    "pad_to_multiple_of": ((None,), "the trainer pads its batches itself"),
     "resize_dimension": ((None, 0), "use resize= with 'min', 'max', a side length or (width, height)"),
     "snap_to_patch_size": ((None, False), "the processor sizes images to its patches itself"),
     "ignore_index": ((None, -100), "the MLX trainer masks the loss with booleans, not a label value"),
@@ -165,12 +162,8 @@ class UnslothVisionDataCollator:
         refuse_options(
             {
                 "ignore_index": ignore_index,
-                "train_on_responses_only": train_on_responses_only,
-                "instruction_part": instruction_part,
-                "response_part": response_part,
                 "force_match": force_match,
                 "num_proc": num_proc,
-                "pad_to_multiple_of": pad_to_multiple_of,
                 "resize_dimension": resize_dimension,
                 "snap_to_patch_size": snap_to_patch_size,
                 "last_response_only": last_response_only,
@@ -189,6 +182,13 @@ class UnslothVisionDataCollator:
         self.resize = _check_resize(resize)
         self.image_size = None if self.resize in RESIZE_CHOICES else self.resize
         self.completion_only_loss = bool(completion_only_loss)
+        if train_on_responses_only and not response_part:
+            raise ValueError(
+                "UnslothVisionDataCollator: train_on_responses_only=True needs response_part (the text that opens "
+                "each answer, as the chat template writes it) and instruction_part (the text that opens each question)"
+            )
+        self.markers = (instruction_part, response_part) if train_on_responses_only else None
+        self.pad_to_multiple_of = None if pad_to_multiple_of is None else int(pad_to_multiple_of)
 
     # ---- one row ----
 
@@ -277,6 +277,30 @@ class UnslothVisionDataCollator:
             if isinstance(part, dict) and part.get("type") == kind
         )
 
+    def _prefix_tokens(self, text: str, images: List[Any]) -> int:
+        """How many tokens `text`, the start of a rendered row, is with the images its placeholders hold."""
+        placeholder = getattr(self.processor, "image_token", None)
+        count = text.count(placeholder) if isinstance(placeholder, str) and placeholder else len(images)
+        return len(process_conversation(self.processor, text, images[:count])["input_ids"])
+
+    def _marked_answers(self, text: str, images: List[Any], length: int) -> np.ndarray:
+        """True from after each response marker to the next instruction marker (or the row's end)."""
+        instruction, response = self.markers  # type: ignore[misc]
+        mask = np.zeros(length, dtype=bool)
+        start = text.find(response)
+        if start < 0:
+            raise ValueError(
+                f"train_on_responses_only: response_part={response!r} is not in a row as the chat template renders "
+                f"it ({text[:120]!r}...); give the text that opens each answer there"
+            )
+        while start >= 0:
+            start += len(response)
+            end = text.find(instruction, start) if instruction else -1
+            end = len(text) if end < 0 else end
+            mask[self._prefix_tokens(text[:start], images) : self._prefix_tokens(text[:end], images)] = True
+            start = text.find(response, end)
+        return mask
+
     def encode(self, row: Any) -> EncodedRow:
         """One row's token ids, its training mask and its image and audio features (numpy)."""
         messages = self.messages(row)
@@ -285,7 +309,9 @@ class UnslothVisionDataCollator:
         ids = np.asarray(processed.pop("input_ids"), dtype=np.int32)
         processed.pop("attention_mask", None)
         mask = np.zeros(len(ids), dtype=bool)
-        if self.completion_only_loss:
+        if self.markers is not None:
+            mask = self._marked_answers(self._render(messages, False), images, len(ids))
+        elif self.completion_only_loss:
             for index, message in enumerate(messages):
                 if message.get("role") == "assistant":
                     start = self._length(messages[:index], images, audios, True)
@@ -314,6 +340,8 @@ class UnslothVisionDataCollator:
         """A padded batch as Hugging Face collators return it: input_ids, attention_mask, labels (-100) and pixels."""
         encoded = [self.encode(row) for row in rows]
         width = max(len(row.ids) for row in encoded)
+        if self.pad_to_multiple_of:
+            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
         pad = int(getattr(getattr(self.processor, "tokenizer", self.processor), "pad_token_id", None) or 0)
         ids = np.full((len(encoded), width), pad, dtype=np.int32)
         attention = np.zeros((len(encoded), width), dtype=np.int32)

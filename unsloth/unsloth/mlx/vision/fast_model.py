@@ -19,7 +19,8 @@ from unsloth_zoo.mlx.loading import resolve_model_folder
 from ..models.fast_model import FastModel as FastTextModel
 from .backend import REFUSED, routed_model_type, trainable_families, vision_tower
 from .lora import read_vision_adapter
-from .model import FastVisionModel
+from .merged import SOURCE_FOLDER_ATTRIBUTE
+from .model import FastVisionModel, check_vision_auto_model
 
 logger = logging.getLogger(__name__)
 # Where a config names its towers; Qwen Omni checkpoints nest them under the thinker.
@@ -65,21 +66,6 @@ def loads_as_vision(model_name: str | Path, token: Optional[str], revision: Opti
     return False
 
 
-def _check_vision_auto_model(auto_model: Any, model: Any) -> None:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
-
-    if auto_model is None:
-        return
-    name = getattr(auto_model, "__name__", repr(auto_model))
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    own = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
-    if name not in ("AutoModelForImageTextToText", "AutoModelForVision2Seq", own):
-        raise NotImplementedError(
-            f"FastModel.from_pretrained on MLX cannot honour auto_model={name}: this checkpoint is {model_type!r} "
-            f"with its vision tower, which mlx-vlm loads as its own family; pass auto_model={own} or leave it out"
-        )
-
-
 def _is_vision_model(model: Any) -> bool:
     return vision_tower(model) is not None
 
@@ -115,7 +101,7 @@ class FastModel(FastTextModel):
             load_in_8bit=load_in_8bit,
             **kwargs,
         )
-        _check_vision_auto_model(auto_model, model)
+        check_vision_auto_model("FastModel.from_pretrained", auto_model, getattr(model, SOURCE_FOLDER_ATTRIBUTE))
         return model, processor
 
     @staticmethod

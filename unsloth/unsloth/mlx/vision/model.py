@@ -9,10 +9,11 @@ top. `load_in_4bit` / `load_in_8bit` quantize the language model; the vision tow
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from types import MethodType
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Set, Tuple
 
 import mlx.core as mx
 
@@ -48,6 +49,38 @@ from .backend import load_model_and_processor, save_processor
 __all__ = ["FastVisionModel", "UnslothVisionDataCollator"]
 
 DEFAULT_MAX_SEQ_LENGTH = 2048
+IMAGE_TEXT_AUTO_CLASSES = ("AutoModelForImageTextToText", "AutoModelForVision2Seq")
+
+
+def own_auto_models(config: Dict[str, Any]) -> Set[str]:
+    """The `auto_model` names that build this checkpoint whole: the image-text Auto classes, its own classes, and an
+    Auto class its remote code maps to one of them (PaddleOCR-VL's `auto_map` maps AutoModelForCausalLM so)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    own = set(config.get("architectures") or ())
+    own.add(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(config.get("model_type"), IMAGE_TEXT_AUTO_CLASSES[0]))
+    remote = {
+        auto
+        for auto, reference in (config.get("auto_map") or {}).items()
+        if isinstance(reference, str) and reference.rsplit(".", 1)[-1] in own
+    }
+    return {*IMAGE_TEXT_AUTO_CLASSES, *own, *remote}
+
+
+def check_vision_auto_model(owner: str, auto_model: Any, folder: str | Path) -> None:
+    """Refuse by name an `auto_model` that would not build the checkpoint in `folder` with its towers."""
+    if auto_model is None:
+        return
+    path = Path(folder) / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    name = getattr(auto_model, "__name__", repr(auto_model))
+    accepted = own_auto_models(config)
+    if name not in accepted:
+        raise NotImplementedError(
+            f"{owner} on MLX cannot honour auto_model={name}: this checkpoint is {config.get('model_type')!r} with "
+            f"its vision tower, which mlx-vlm loads as its own family; pass auto_model={' or '.join(sorted(accepted))} "
+            "or leave it out"
+        )
 
 
 def _refuse_gguf(model: Any, *args: Any, **kwargs: Any) -> None:
@@ -61,6 +94,10 @@ def _refuse_gguf(model: Any, *args: Any, **kwargs: Any) -> None:
 def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = None, **_: Any) -> None:
     """The adapter (with its base and quantization named) and the processor beside it."""
     folder = Path(save_directory)
+    if getattr(model, FULL_FINETUNING_ATTRIBUTE, False) and vision_lora_settings(model) is None:
+        # A full fine-tune has no adapter: the whole model is saved, as CUDA Unsloth's save_pretrained does.
+        save_vision_merged(model, folder, tokenizer)
+        return
     save_vision_adapter(model, folder)
     write_peft_beside(model, folder, vision_peft_config(model))  # the PEFT files CUDA Unsloth's save_pretrained writes
     if tokenizer is not None:
@@ -83,6 +120,7 @@ class FastVisionModel:
         **kwargs: Any,
     ) -> Tuple[Any, Any]:
         """The model (a local folder or a Hub id) and its processor, as vision notebooks unpack them."""
+        auto_model = kwargs.pop("auto_model", None)
         check_load_keywords("FastVisionModel.from_pretrained", kwargs, VISION_LOAD_USED)
         bits = load_bits(load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning)
         token, revision = kwargs.get("token"), kwargs.get("revision")
@@ -99,9 +137,13 @@ class FastVisionModel:
                 token=token,
                 fast_inference=kwargs.get("fast_inference"),
             )
+            check_vision_auto_model(
+                "FastVisionModel.from_pretrained", auto_model, getattr(model, SOURCE_FOLDER_ATTRIBUTE)
+            )
             return request_gradient_checkpointing(load_vision_adapter(model, folder, adapter), kwargs), processor
         if not folder.is_dir():
             raise FileNotFoundError(f"no model folder at {folder}, and {str(model_name)!r} is not a Hub id (org/name)")
+        check_vision_auto_model("FastVisionModel.from_pretrained", auto_model, folder)
         model, processor = load_model_and_processor(folder)
         # Text-only rows (a notebook training a multimodal checkpoint on text) then train through the text trainer.
         accept_text_calls(model)
@@ -142,6 +184,10 @@ class FastVisionModel:
     ) -> Any:
         """LoRA on the layers the finetune_* switches pick (all four default to True); the model is returned."""
         check_peft_keywords("FastVisionModel.get_peft_model", kwargs, VISION_PEFT_USED)
+        if getattr(model, FULL_FINETUNING_ATTRIBUTE, False):
+            # CUDA Unsloth's answer too: a full-finetuning load trains every weight, so no LoRA goes on top.
+            print("Unsloth: Full finetuning is enabled, so .get_peft_model has no effect")
+            return model
         if vision_lora_settings(model) is not None:
             raise ValueError("this model already has LoRA adapters; load the base again to start over")
         names = (

@@ -1,0 +1,82 @@
+"""`UnslothVisionDataCollator(train_on_responses_only=True, instruction_part=..., response_part=...)`, as the
+PaddleOCR-VL notebook builds it: only the text after each response marker, up to the next instruction marker,
+is trained (the answer and its end of sentence), and `pad_to_multiple_of` rounds a batch's width up."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+
+ANSWER = "A red square."
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    from tools.kits.tiny_vlm_model import BUILDERS
+
+    from unsloth import FastVisionModel
+
+    folder = BUILDERS["paddleocr_vl"](tmp_path_factory.mktemp("tiny-vlm") / "paddleocr_vl")
+    return FastVisionModel.from_pretrained(str(folder), load_in_4bit=False)
+
+
+def _row(turns: int = 1) -> dict:
+    """One image in the first question (mlx-vlm's PaddleOCR-VL processor takes one image per row), `turns` answers."""
+    from PIL import Image
+
+    image = {"type": "image", "image": Image.new("RGB", (56, 56), (200, 30, 30))}
+    messages = []
+    for turn in range(turns):
+        question = [{"type": "text", "text": "OCR:"}] + ([image] if turn == 0 else [])
+        messages.append({"role": "user", "content": question})
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": ANSWER}]})
+    return {"messages": messages}
+
+
+def _collator(loaded: tuple, **options) -> object:
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    model, processor = loaded
+    return UnslothVisionDataCollator(
+        model=model,
+        processor=processor,
+        train_on_responses_only=True,
+        instruction_part="User:",
+        response_part="\nAssistant:",
+        **options,
+    )
+
+
+def _targets(loaded: tuple, row: dict, **options) -> str:
+    encoded = _collator(loaded, **options).encode(row)
+    return loaded[1].tokenizer.decode(encoded.ids[encoded.mask].tolist())
+
+
+def test_only_the_text_after_each_response_marker_trains(loaded: tuple) -> None:
+    assert _targets(loaded, _row()) == f" {ANSWER}<|end_of_sentence|>"
+    assert _targets(loaded, _row(2)) == f" {ANSWER}<|end_of_sentence|> {ANSWER}<|end_of_sentence|>"
+
+
+def test_pad_to_multiple_of_rounds_the_batch_width_up(loaded: tuple) -> None:
+    batch = _collator(loaded, pad_to_multiple_of=8, ignore_index=-100, max_seq_length=2048)([_row(), _row(2)])
+    width = batch["input_ids"].shape[1]
+    assert width % 8 == 0 and width - int(batch["attention_mask"].sum(axis=1).max()) < 8
+    assert np.all(batch["labels"][batch["attention_mask"] == 0] == -100)
+
+
+def test_a_response_marker_the_rows_never_hold_is_refused_by_name(loaded: tuple) -> None:
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    collator = UnslothVisionDataCollator(
+        loaded[0], loaded[1], train_on_responses_only=True, instruction_part="<user>", response_part="<bot>"
+    )
+    with pytest.raises(ValueError, match="response_part='<bot>'"):
+        collator.encode(_row())
+
+
+def test_train_on_responses_only_needs_its_response_part(loaded: tuple) -> None:
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    with pytest.raises(ValueError, match="train_on_responses_only=True needs response_part"):
+        UnslothVisionDataCollator(loaded[0], loaded[1], train_on_responses_only=True)
