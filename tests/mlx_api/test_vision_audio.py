@@ -208,3 +208,18 @@ def test_bad_audio_parts_get_one_clear_message(audio_dir) -> None:
     video["messages"][1]["content"].append({"type": "video", "video": "clip.mp4"})
     with pytest.raises(NotImplementedError, match="video part: it trains on images and audio only"):
         UnslothVisionDataCollator(model, processor).encode(video)
+
+
+def test_response_markers_train_only_the_answer_of_an_audio_row(audio_dir) -> None:
+    """`train_on_responses_only` with the chat template's markers counts the answer's tokens only, with the audio
+    placeholders before it expanded as the processor expands them."""
+    from unsloth import FastVisionModel
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    model, processor = FastVisionModel.from_pretrained(str(audio_dir))
+    collator = UnslothVisionDataCollator(
+        model, processor, train_on_responses_only=True, instruction_part="<|turn>user\n", response_part="<|turn>model\n"
+    )
+    encoded = collator.encode(conversation("green"))
+    answer = processor.tokenizer.decode(encoded.ids[encoded.mask].tolist())
+    assert answer.startswith("It is green.") and "Hear?" not in answer, answer

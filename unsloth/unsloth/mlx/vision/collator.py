@@ -277,13 +277,17 @@ class UnslothVisionDataCollator:
             if isinstance(part, dict) and part.get("type") == kind
         )
 
-    def _prefix_tokens(self, text: str, images: List[Any]) -> int:
-        """How many tokens `text`, the start of a rendered row, is with the images its placeholders hold."""
-        placeholder = getattr(self.processor, "image_token", None)
-        count = text.count(placeholder) if isinstance(placeholder, str) and placeholder else len(images)
-        return len(process_conversation(self.processor, text, images[:count])["input_ids"])
+    def _prefix_tokens(self, text: str, images: List[Any], audios: List[Any]) -> int:
+        """How many tokens `text`, the start of a rendered row, is with the images and audio its placeholders hold."""
 
-    def _marked_answers(self, text: str, images: List[Any], length: int) -> np.ndarray:
+        def held(placeholder_name: str, parts: List[Any]) -> List[Any]:
+            placeholder = getattr(self.processor, placeholder_name, None)
+            return parts[: text.count(placeholder)] if isinstance(placeholder, str) and placeholder else parts
+
+        held_images, held_audios = held("image_token", images), held("audio_token", audios)
+        return len(process_conversation(self.processor, text, held_images, held_audios)["input_ids"])
+
+    def _marked_answers(self, text: str, images: List[Any], audios: List[Any], length: int) -> np.ndarray:
         """True from after each response marker to the next instruction marker (or the row's end)."""
         instruction, response = self.markers  # type: ignore[misc]
         mask = np.zeros(length, dtype=bool)
@@ -297,7 +301,11 @@ class UnslothVisionDataCollator:
             start += len(response)
             end = text.find(instruction, start) if instruction else -1
             end = len(text) if end < 0 else end
-            mask[self._prefix_tokens(text[:start], images) : self._prefix_tokens(text[:end], images)] = True
+            first, last = (
+                self._prefix_tokens(text[:start], images, audios),
+                self._prefix_tokens(text[:end], images, audios),
+            )
+            mask[first:last] = True
             start = text.find(response, end)
         return mask
 
@@ -310,7 +318,7 @@ class UnslothVisionDataCollator:
         processed.pop("attention_mask", None)
         mask = np.zeros(len(ids), dtype=bool)
         if self.markers is not None:
-            mask = self._marked_answers(self._render(messages, False), images, len(ids))
+            mask = self._marked_answers(self._render(messages, False), images, audios, len(ids))
         elif self.completion_only_loss:
             for index, message in enumerate(messages):
                 if message.get("role") == "assistant":
