@@ -92,6 +92,17 @@ def test_full_finetuning_loads_unquantized_when_4bit_is_left_at_its_default(tiny
         FastModel.from_pretrained(str(tiny_model_dir), load_in_4bit=True, full_finetuning=True)
 
 
+@pytest.mark.parametrize("entry", ["FastModel", "FastLanguageModel"])
+def test_get_peft_model_after_a_full_finetuning_load_adds_no_lora_as_on_cuda(tiny_model_dir, capsys, entry) -> None:
+    import unsloth
+    from unsloth_zoo.mlx.lora import lora_settings
+
+    fast = getattr(unsloth, entry)
+    model, _ = fast.from_pretrained(str(tiny_model_dir), full_finetuning=True)
+    assert fast.get_peft_model(model, r=8, lora_alpha=8) is model and lora_settings(model) is None
+    assert "Full finetuning is enabled, so .get_peft_model has no effect" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 def test_a_quantized_base_without_lora_is_refused_at_the_trainer(load_public, quiet_args, chat_rows, bits) -> None:
     from unsloth import UnslothTrainer

@@ -257,6 +257,10 @@ class FastLanguageModel:
     ) -> Any:
         """LoRA on the model in place (the model is returned, as CUDA notebooks reassign it)."""
         check_peft_keywords(kwargs.pop(ENTRY_POINT_KEYWORD, "FastLanguageModel.get_peft_model"), kwargs)
+        if getattr(model, FULL_FINETUNING_ATTRIBUTE, False):
+            # CUDA Unsloth's answer too: a full-finetuning load trains every weight, so no LoRA goes on top.
+            print("Unsloth: Full finetuning is enabled, so .get_peft_model has no effect")
+            return request_gradient_checkpointing(model, kwargs)
         targets, strict = _peft_targets(target_modules, kwargs.get("modules_to_save"))
         # rsLoRA scales by alpha / sqrt(r) instead of alpha / r; the backend divides by r, so alpha carries sqrt(r).
         alpha = lora_alpha * math.sqrt(r) if use_rslora else lora_alpha
