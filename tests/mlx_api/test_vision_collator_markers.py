@@ -80,3 +80,24 @@ def test_train_on_responses_only_needs_its_response_part(loaded: tuple) -> None:
 
     with pytest.raises(ValueError, match="train_on_responses_only=True needs response_part"):
         UnslothVisionDataCollator(loaded[0], loaded[1], train_on_responses_only=True)
+
+
+def test_the_muse_glimmer_notebooks_markers_train_its_answers_only(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The Muse Glimmer Vision notebook's own markers on its family's template (two answers, one image)."""
+    from tools.kits.tiny_vlm_model import BUILDERS
+
+    from unsloth import FastVisionModel
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    folder = BUILDERS["muse_glimmer"](tmp_path_factory.mktemp("tiny-vlm") / "muse_glimmer")
+    model, processor = FastVisionModel.from_pretrained(str(folder), load_in_4bit=False)
+    collator = UnslothVisionDataCollator(
+        model,
+        processor,
+        train_on_responses_only=True,
+        instruction_part="<|start|>user<|message|>",
+        response_part="<|start|>assistant to=user<|message|>",
+    )
+    encoded = collator.encode(_row(2))
+    answers = processor.tokenizer.decode(encoded.ids[encoded.mask].tolist())
+    assert answers.count(ANSWER) == 2 and "OCR:" not in answers and "assistant" not in answers, answers
