@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import mlx.core as mx
 
-from unsloth_zoo.mlx.loading import resolve_model_folder
+from unsloth_zoo.mlx.loading import resolve_model_folder, warn_kv_shared_layers
 from unsloth_zoo.mlx.lora import FULL_FINETUNING_ATTRIBUTE
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 
@@ -103,6 +103,7 @@ class FastVisionModel:
         if not folder.is_dir():
             raise FileNotFoundError(f"no model folder at {folder}, and {str(model_name)!r} is not a Hub id (org/name)")
         model, processor = load_model_and_processor(folder)
+        warn_kv_shared_layers(model)
         # Text-only rows (a notebook training a multimodal checkpoint on text) then train through the text trainer.
         accept_text_calls(model)
         if dtype is not None:
