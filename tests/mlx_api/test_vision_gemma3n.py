@@ -163,6 +163,8 @@ def test_text_rows_train_and_image_parts_are_refused_by_name(gemma3n_dir, tmp_pa
     with pytest.raises(NotImplementedError, match="gemma3n on MLX trains on text and audio, not on image parts: .*"
                        "MobileNet-V5 vision tower from a fixed list.*294,126,912 parameters"):  # fmt: skip
         UnslothVisionDataCollator(model, processor).encode(image_row)
+    with pytest.raises(NotImplementedError, match="gemma3n on MLX trains on text and audio, not on image parts"):
+        model.generate(input_ids=np.array([[2, 5, 9]]), pixel_values=np.zeros((1, 3, 768, 768)), max_new_tokens=2)
     model = FastModel.get_peft_model(model, finetune_vision_layers=False, r=8, lora_alpha=8, random_state=3407)
     user, end, answer = "<start_of_turn>user\n", "<end_of_turn>\n", "<start_of_turn>model\n"
     rows = [{"text": f"{user}{q}{end}{answer}{a}{end}"} for q, a in FACTS] * 8

@@ -520,6 +520,8 @@ def generate_tokens(
     sampling: Dict[str, Any],
 ) -> Iterator[int]:
     """New token ids one by one (the caller stops at EOS), with a key-value cache."""
+    if pixel_values is not None:
+        check_images(model)
     if model_family(model) in ("gemma3", "gemma3n"):
         yield from _own_prefill_tokens(model, input_ids, pixel_values, extras, max_new_tokens, sampling)
         return
