@@ -26,7 +26,10 @@ def waveform(colour: str) -> List[float]:
 
 
 def user_turn(colour: str) -> Dict[str, Any]:
-    return {"role": "user", "content": [{"type": "audio", "audio": waveform(colour)}, {"type": "text", "text": "Hear?"}]}
+    return {
+        "role": "user",
+        "content": [{"type": "audio", "audio": waveform(colour)}, {"type": "text", "text": "Hear?"}],
+    }
 
 
 def conversation(colour: str) -> Dict[str, Any]:
@@ -111,6 +114,8 @@ def test_fast_model_loads_the_towers_and_the_text_embeddings_are_scaled_as_the_l
 
 
 def test_audio_rows_train_with_mlx_vlms_own_loss_and_the_reloaded_adapter_answers_audio(gemma3n_dir, tmp_path) -> None:
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
     from trl import SFTTrainer
 
     from unsloth import FastModel
@@ -138,6 +143,8 @@ def test_audio_rows_train_with_mlx_vlms_own_loss_and_the_reloaded_adapter_answer
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert abs(losses[0] - expected) < 1e-5, (losses[0], expected)
     assert losses[-1] < losses[0] * 0.8, losses
+    tower = {name: value for name, value in tree_flatten(model.trainable_parameters()) if name.startswith("audio_")}
+    assert tower and any(float(mx.abs(value).max()) > 0 for name, value in tower.items() if "lora_b" in name)
     model.save_pretrained(str(tmp_path / "adapter"))
     processor.save_pretrained(str(tmp_path / "adapter"))
     reloaded, processor = FastModel.from_pretrained(str(tmp_path / "adapter"))
@@ -182,7 +189,7 @@ def test_kv_shared_layers_make_mlx_vlms_cached_pass_differ_and_loading_says_so(c
     from mlx_vlm.models.gemma3n.config import TextConfig
     from mlx_vlm.models.gemma3n.language import LanguageModel
 
-    from tools.kits.tiny_vlm_gemma3n import gemma3n_text_config
+    from tools.kits.tiny_vlm_gemma3n import draw_correct_output_scales, gemma3n_text_config
 
     from unsloth_zoo.mlx.loading import warn_kv_shared_layers
 
@@ -190,8 +197,7 @@ def test_kv_shared_layers_make_mlx_vlms_cached_pass_differ_and_loading_says_so(c
     for shared in (0, 2):
         mx.random.seed(0)
         model = LanguageModel(TextConfig.from_dict(gemma3n_text_config(128, 128, layers=4, shared=shared)))
-        for layer in model.model.layers:
-            layer.altup.correct_output_scale = mx.random.uniform(0.5, 1.5, layer.altup.correct_output_scale.shape)
+        draw_correct_output_scales(model)
         uncached = model(tokens).logits
         cached = model(tokens, cache=model.make_cache()).logits
         caplog.clear()

@@ -130,7 +130,17 @@ def _vision_in_bf16(model: Any) -> None:
     from mlx.utils import tree_map
 
     for name in ("vision_tower", "embed_vision"):
-        getattr(model, name).update(tree_map(lambda value: value.astype(mx.bfloat16), getattr(model, name).parameters()))
+        getattr(model, name).update(
+            tree_map(lambda value: value.astype(mx.bfloat16), getattr(model, name).parameters())
+        )
+
+
+def draw_correct_output_scales(language_model: Any) -> None:
+    """mlx-vlm starts each layer's AltUp output scale at zero, which shuts the per-layer inputs out: draw them."""
+    import mlx.core as mx
+
+    for layer in language_model.model.layers:
+        layer.altup.correct_output_scale = mx.random.uniform(0.5, 1.5, layer.altup.correct_output_scale.shape)
 
 
 def build_tiny_gemma3n(
@@ -173,6 +183,7 @@ def build_tiny_gemma3n(
         },
     )
     model = _model(gemma3n, config, seed)
+    draw_correct_output_scales(model.language_model)
     _vision_in_bf16(model)
     _save_weights(folder, model)
     return folder

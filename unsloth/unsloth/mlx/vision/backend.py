@@ -557,7 +557,8 @@ def _own_prefill_tokens(
     )
     language = model.language_model
     cache = language.make_cache()
-    embeds, per_layer = None, {}
+    embeds: Any = None
+    per_layer: Dict[str, Any] = {}
     if model_family(model) == "gemma3n":
         embeds, per_layer["per_layer_inputs"] = gemma3n_embeddings(model, input_ids, pixel_values, extras)
     elif pixel_values is not None:
