@@ -92,13 +92,15 @@ def _hand_written_loss(model: Any, processor: Any, rows: list) -> float:
 def test_fast_model_loads_the_towers_and_the_text_embeddings_are_scaled_as_the_language_models(gemma3n_dir) -> None:
     import mlx.core as mx
 
-    from unsloth import FastModel
+    from unsloth import FastModel, FastVisionModel
     from unsloth.mlx.vision.backend import gemma3n_embeddings
 
     model, processor = FastModel.from_pretrained(str(gemma3n_dir), load_in_4bit=False)
     assert type(model).__module__ == "mlx_vlm.models.gemma3n.gemma3n"
     assert model.vision_tower is not None and model.audio_tower is not None
     assert type(processor).__name__ == "Gemma3nProcessor"
+    vision_model, _ = FastVisionModel.from_pretrained(str(gemma3n_dir), load_in_4bit=False)
+    assert vision_model.vision_tower is not None and vision_model.audio_tower is not None
     ids = mx.array([[2, 5, 9, 11, 4, 40]])
     own = model.language_model(ids).logits
     embeds, per_layer = gemma3n_embeddings(model, ids, None, {})
@@ -162,6 +164,7 @@ def test_text_rows_train_and_image_parts_are_refused_by_name(gemma3n_dir, tmp_pa
     from trl import SFTTrainer
 
     from unsloth import FastModel
+    from unsloth.chat_templates import get_chat_template, train_on_responses_only
     from unsloth.trainer import UnslothVisionDataCollator
 
     model, processor = FastModel.from_pretrained(str(gemma3n_dir), max_seq_length=512, load_in_4bit=True)
@@ -172,11 +175,16 @@ def test_text_rows_train_and_image_parts_are_refused_by_name(gemma3n_dir, tmp_pa
         UnslothVisionDataCollator(model, processor).encode(image_row)
     with pytest.raises(NotImplementedError, match="gemma3n on MLX trains on text and audio, not on image parts"):
         model.generate(input_ids=np.array([[2, 5, 9]]), pixel_values=np.zeros((1, 3, 768, 768)), max_new_tokens=2)
+    # The Gemma 3n text notebook's cells: its chat template, LoRA on the language model, responses-only training.
+    processor = get_chat_template(processor, "gemma-3n")
     model = FastModel.get_peft_model(model, finetune_vision_layers=False, r=8, lora_alpha=8, random_state=3407)
-    user, end, answer = "<start_of_turn>user\n", "<end_of_turn>\n", "<start_of_turn>model\n"
-    rows = [{"text": f"{user}{q}{end}{answer}{a}{end}"} for q, a in FACTS] * 8
+    chats = [[{"role": "user", "content": q}, {"role": "assistant", "content": a}] for q, a in FACTS]
+    rows = [{"text": processor.apply_chat_template(chat, tokenize=False)} for chat in chats] * 8
     config = sft_config(tmp_path, per_device_train_batch_size=2, max_steps=12, dataset_text_field="text")
     trainer = SFTTrainer(model=model, tokenizer=processor, train_dataset=rows, args=config)
+    trainer = train_on_responses_only(
+        trainer, instruction_part="<start_of_turn>user\n", response_part="<start_of_turn>model\n"
+    )
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert np.mean(losses[-3:]) < np.mean(losses[:3]) - 1, losses
