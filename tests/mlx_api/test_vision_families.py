@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from unsloth.mlx.vision.backend import (
+    IMAGES_REFUSED,
     REFUSED,
     TOWER_CALL_LIMITS,
     trainable_families,
@@ -23,6 +24,8 @@ from unsloth.mlx.vision.backend import (
 # checkpoints do, and transformers warns that some filters are empty.
 pytestmark = pytest.mark.filterwarnings("ignore:At least one mel filter has all zero values:UserWarning")
 
+# The families that train on images; Gemma 3n trains on text and audio only (test_vision_gemma3n.py).
+IMAGE_FAMILIES = [family for family in trainable_families() if family not in IMAGES_REFUSED]
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220), "yellow": (230, 220, 30)}
 QUESTION = "What colour is this square?"
 
@@ -66,6 +69,10 @@ def test_each_mlx_vlm_vision_family_trains_here_or_is_refused_by_name(family) ->
         with pytest.raises(NotImplementedError, match=f"does not train '{family}' .*: {re.escape(REFUSED[family])}"):
             check_family(model)
         return
+    if family in IMAGES_REFUSED:
+        # It trains on text and audio, checked in its own test module (Gemma 3n's: test_vision_gemma3n.py).
+        assert check_family(model) == family
+        return
     assert family in BUILDERS, (
         f"mlx-vlm has the vision family {family!r}: build it tiny in tools/kits/tiny_vlm_model.py so "
         "test_the_trainers_loss_is_mlx_vlms_own_forward checks it, or refuse it by name in vision/backend.py REFUSED"
@@ -81,7 +88,7 @@ def test_the_trainable_families_are_derived_from_mlx_vlm() -> None:
     assert "qwen3" not in vision_families() and "llama" not in vision_families()
 
 
-def test_gemma3n_refusal_cites_the_tower_mlx_vlm_builds_whatever_the_config_says() -> None:
+def test_gemma3n_image_refusal_cites_the_tower_mlx_vlm_builds_whatever_the_config_says() -> None:
     """Built lazily, so nothing is computed: when mlx-vlm sizes its MobileNet-V5 tower by the config, this fails
     and the refusal is to be revisited."""
     from mlx.utils import tree_flatten
@@ -93,7 +100,7 @@ def test_gemma3n_refusal_cites_the_tower_mlx_vlm_builds_whatever_the_config_says
 
     tiny = VisionConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=1, image_size=32)
     assert parameters(tiny) == parameters(VisionConfig())
-    assert f"{parameters(tiny):,} parameters" in REFUSED["gemma3n"]
+    assert f"{parameters(tiny):,} parameters" in IMAGES_REFUSED["gemma3n"]
 
 
 def test_a_model_type_mlx_vlm_has_no_vision_module_for_is_refused() -> None:
@@ -140,7 +147,7 @@ def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     return {family: BUILDERS[family](root / family) for family in trainable_families() if family in BUILDERS}
 
 
-@pytest.mark.parametrize("family", trainable_families())
+@pytest.mark.parametrize("family", IMAGE_FAMILIES)
 def test_the_trainers_loss_is_mlx_vlms_own_forward_and_training_answers_after_reload(
     family, family_dirs, tmp_path
 ) -> None:
@@ -316,7 +323,7 @@ def test_a_batch_run_in_parts_has_the_gradients_of_its_summed_row_losses(family,
     assert max(float(mx.abs(value).max().item()) for value in got.values()) > 1e-4, "the gradients are not all zero"
 
 
-@pytest.mark.parametrize("family", trainable_families())
+@pytest.mark.parametrize("family", IMAGE_FAMILIES)
 def test_conversation_rows_without_a_collator_get_one_for_every_family(family, family_dirs) -> None:
     from unsloth import FastVisionModel
     from unsloth.mlx.vision.training import implied_collator
@@ -326,7 +333,7 @@ def test_conversation_rows_without_a_collator_get_one_for_every_family(family, f
     assert collator is not None and collator.processor is processor
 
 
-@pytest.mark.parametrize("family", trainable_families())
+@pytest.mark.parametrize("family", IMAGE_FAMILIES)
 def test_the_processor_saves_itself_as_the_notebooks_call_it_and_keeps_its_state(family, family_dirs, tmp_path) -> None:
     from unsloth import FastVisionModel
 
@@ -339,7 +346,7 @@ def test_the_processor_saves_itself_as_the_notebooks_call_it_and_keeps_its_state
     assert vars(processor).keys() == state.keys() and all(vars(processor)[name] is state[name] for name in state)
 
 
-@pytest.mark.parametrize("family", trainable_families())
+@pytest.mark.parametrize("family", IMAGE_FAMILIES)
 def test_one_list_of_images_per_text_reads_as_the_flat_list(family, family_dirs) -> None:
     """The Muse Glimmer notebooks pass `images=[[image]]`, as Hugging Face's processors take them."""
     from unsloth import FastVisionModel
@@ -354,7 +361,7 @@ def test_one_list_of_images_per_text_reads_as_the_flat_list(family, family_dirs)
         np.testing.assert_array_equal(np.asarray(nested[name]), np.asarray(flat[name]), err_msg=name)
 
 
-@pytest.mark.parametrize("family", trainable_families())
+@pytest.mark.parametrize("family", IMAGE_FAMILIES)
 def test_a_processor_naming_its_image_or_video_token_answers_its_id(family, family_dirs) -> None:
     """The Muse Glimmer notebooks print `processor.video_token_id`, which mlx-vlm's processor leaves out."""
     from unsloth import FastVisionModel
@@ -402,7 +409,7 @@ def test_gemma4_lora_on_every_vision_linear_leaves_the_patch_embedder_and_genera
     assert list(generate_tokens(model, ids, pixels, None, {}, 4, {"temperature": 0.0})) == before
 
 
-@pytest.mark.parametrize("family", trainable_families())
+@pytest.mark.parametrize("family", IMAGE_FAMILIES)
 def test_lora_on_every_linear_keeps_generate_working_and_the_merged_save_reloads(family, family_dirs, tmp_path) -> None:
     import mlx.core as mx
     from mlx_lm.tuner.lora import LoRALinear

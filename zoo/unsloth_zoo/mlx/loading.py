@@ -97,14 +97,14 @@ def _apply_linear_rope(model: Any, factor: float) -> None:
         rope.scale = 1.0 / factor
 
 
-def _warn_kv_shared_layers(model: Any) -> None:
-    """Gemma 3n's last layers reuse an earlier layer's keys and values when generating from a cache, but mlx_lm's
-    uncached pass (the one training takes) has them compute their own: say so, since training then fits a pass
-    generation never runs."""
+def warn_kv_shared_layers(model: Any) -> None:
+    """Gemma 3n's last layers reuse an earlier layer's keys and values when generating from a cache, but the uncached
+    pass (the one training takes, in mlx_lm's Gemma 3n and mlx-vlm's alike) has them compute their own: say so, since
+    training then fits a pass generation never runs."""
     shared = [name for name, module in model.named_modules() if getattr(module, "is_kv_shared_layer", False)]
     if shared:
         logger.warning(
-            "Unsloth: %d layers of this model reuse earlier layers' keys and values when generating, but mlx_lm's "
+            "Unsloth: %d layers of this model reuse earlier layers' keys and values when generating, but the "
             "training pass computes their own (first: %s); LoRA trained here fits a pass generation does not run",
             len(shared),
             shared[0],
@@ -157,7 +157,7 @@ def load_model(
             else "(its own Llama 3 scaling)",
             max_seq_length,
         )
-    _warn_kv_shared_layers(model)
+    warn_kv_shared_layers(model)
     setattr(model, CONFIG_OVERRIDES_ATTRIBUTE, overrides)
     # Kept so a full fine-tune's saves can carry the same config.json and load back through mlx_lm.
     setattr(model, SOURCE_PATH_ATTRIBUTE, str(folder.resolve()))

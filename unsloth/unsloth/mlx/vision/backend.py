@@ -42,7 +42,6 @@ _FIXED_SAM = (
 REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
     _NO_LANGUAGE_HEAD: ("moge3", "rfdetr", "rt_detr_v2", "sam3", "sam3_1", "sam3d_body", "sam3d_objects"),
     _EMBEDDING: ("colidefics3", "colqwen2_5", "qwen3_vl_embedding"),
-    _FIXED_TOWER: ("gemma3n",),
     _FIXED_SAM: ("deepseekocr", "deepseekocr_2"),
     _UNCHECKED: (
         "aya_vision", "clef", "cohere_compass", "d1", "d1_omni", "deepseek_v4", "deepseek_v41", "deepseek_vl_v2",
@@ -94,7 +93,9 @@ TOWER_CALL_LIMITS: Dict[str, TowerCallLimit] = {
     ),
 }
 # Families whose audio tower's training forward pass is checked here against a tiny model; any other's audio is refused.
-AUDIO_FAMILIES = ("gemma4",)
+AUDIO_FAMILIES = ("gemma4", "gemma3n")
+# Families that train on text and audio but whose image parts are refused, each with its reason.
+IMAGES_REFUSED: Dict[str, str] = {"gemma3n": _FIXED_TOWER}
 # (config `model_type`, vision `model_type`) of checkpoints as the Hub ships them -> the mlx-vlm module that loads
 # them: Pixtral's config says llava, whose module has no Pixtral tower.
 CONFIG_ROUTES: Dict[Tuple[str, str], str] = {("llava", "pixtral"): "pixtral"}
@@ -161,7 +162,8 @@ def prepare_processor(processor: Any) -> Any:
     # mlx-vlm 0.7.10's Gemma 3 processor leaves the chat template on its tokenizer only.
     if getattr(processor, "chat_template", None) is None:
         processor.chat_template = getattr(getattr(processor, "tokenizer", None), "chat_template", None)
-    if type(processor).apply_chat_template.__module__.startswith("mlx_vlm."):
+    # Gemma 3n's processor renders through transformers' own method, which reads an audio list as a file too.
+    if type(processor).apply_chat_template.__module__.startswith("mlx_vlm.") or hasattr(processor, "feature_extractor"):
         _render_as_text_by_default(processor)
     _answer_token_ids(processor)
     return accept_conversations(processor)
@@ -457,6 +459,16 @@ def check_audio(model: Any) -> None:
         )
 
 
+def check_images(model: Any) -> None:
+    """NotImplementedError naming why this model cannot train on images, if it cannot."""
+    family = model_family(model)
+    if family in IMAGES_REFUSED:
+        raise NotImplementedError(
+            f"{family} on MLX trains on text and audio, not on image parts: {IMAGES_REFUSED[family]}; drop the image "
+            "parts, or train a family whose images train (Gemma 3, Gemma 4)"
+        )
+
+
 def tower_call_groups(model: Any, rows: Sequence[Dict[str, Any]]) -> List[List[int]]:
     """The positions of a batch's rows (given by their features) in consecutive groups, each as many rows and images
     as one call of the family's forward pass keeps right; one group unless `TOWER_CALL_LIMITS` limits the family.
@@ -503,13 +515,30 @@ def causal_logits(model: Any, input_ids: mx.array, pixel_values: Optional[mx.arr
     if pixel_values is None and AUDIO_FEATURES not in extras:
         output = model.language_model(input_ids)
         return getattr(output, "logits", output)
-    if model_family(model) == "gemma3":
+    family = model_family(model)
+    if family == "gemma3":
         # Gemma 3's own call masks image and padding with a non-causal mask; training needs the causal one.
         features = model.get_input_embeddings(input_ids, pixel_values, mx.ones(input_ids.shape, dtype=mx.int32))
         output = model.language_model(input_ids, inputs_embeds=features.inputs_embeds, mask=None)
+    elif family == "gemma3n":
+        embeds, per_layer = gemma3n_embeddings(model, input_ids, pixel_values, extras)
+        output = model.language_model(None, inputs_embeds=embeds, mask=None, per_layer_inputs=per_layer)
     else:
         output = model(input_ids, pixel_values, mask=None, **extras)
     return getattr(output, "logits", output)
+
+
+def gemma3n_embeddings(
+    model: Any, input_ids: mx.array, pixel_values: Optional[mx.array], extras: Dict[str, Any]
+) -> Tuple[mx.array, mx.array]:
+    """Gemma 3n's input embeddings and per-layer inputs from mlx-vlm's own `get_input_embeddings`, with text tokens
+    scaled by the square root of the width: mlx-vlm 0.7.10 leaves them unscaled there, while its language model (and
+    Hugging Face's `Gemma3nTextScaledWordEmbedding`) scales them; image and audio tokens are not scaled in either."""
+    features = model.get_input_embeddings(input_ids, pixel_values, **extras)
+    embeds = features.inputs_embeds
+    text = (input_ids < model.embed_vision.vocab_offset)[..., None]
+    scale = mx.array(model.language_model.model.hidden_size**0.5, dtype=embeds.dtype)
+    return mx.where(text, embeds * scale, embeds), features.per_layer_inputs
 
 
 def generate_tokens(
@@ -522,8 +551,10 @@ def generate_tokens(
     sampling: Dict[str, Any],
 ) -> Iterator[int]:
     """New token ids one by one (the caller stops at EOS), with a key-value cache."""
-    if model_family(model) == "gemma3":
-        yield from _causal_prefill_tokens(model, input_ids, pixel_values, max_new_tokens, sampling)
+    if pixel_values is not None:
+        check_images(model)
+    if model_family(model) in ("gemma3", "gemma3n"):
+        yield from _own_prefill_tokens(model, input_ids, pixel_values, extras, max_new_tokens, sampling)
         return
     from mlx_vlm.generate.ar import generate_step
 
@@ -532,10 +563,16 @@ def generate_tokens(
         yield int(token.item() if hasattr(token, "item") else token)
 
 
-def _causal_prefill_tokens(
-    model: Any, input_ids: mx.array, pixel_values: Optional[mx.array], max_new_tokens: int, sampling: Dict[str, Any]
+def _own_prefill_tokens(
+    model: Any,
+    input_ids: mx.array,
+    pixel_values: Optional[mx.array],
+    extras: Dict[str, Any],
+    max_new_tokens: int,
+    sampling: Dict[str, Any],
 ) -> Iterator[int]:
-    """Decoding whose prompt pass is causal, as in training (mlx-vlm's Gemma 3 prompt pass attends both ways)."""
+    """Decoding whose prompt pass is the one training runs: causal (mlx-vlm's Gemma 3 prompt pass attends both ways),
+    and for Gemma 3n with its text embeddings scaled (`gemma3n_embeddings`)."""
     from mlx_lm.sample_utils import make_sampler
 
     unsupported = sorted(set(sampling) - {"temperature", "top_p", "min_p", "top_k", "logit_bias"})
@@ -551,11 +588,14 @@ def _causal_prefill_tokens(
     )
     language = model.language_model
     cache = language.make_cache()
-    embeds = None
-    if pixel_values is not None:
+    embeds: Any = None
+    per_layer: Dict[str, Any] = {}
+    if model_family(model) == "gemma3n":
+        embeds, per_layer["per_layer_inputs"] = gemma3n_embeddings(model, input_ids, pixel_values, extras)
+    elif pixel_values is not None:
         embeds = model.get_input_embeddings(input_ids, pixel_values, mx.ones(input_ids.shape, dtype=mx.int32))
         embeds = embeds.inputs_embeds
-    logits = language(input_ids, inputs_embeds=embeds, mask=None, cache=cache).logits[:, -1, :]
+    logits = language(input_ids, inputs_embeds=embeds, mask=None, cache=cache, **per_layer).logits[:, -1, :]
     bias = sampling.get("logit_bias") or {}
     for _ in range(max_new_tokens):
         if bias:
@@ -574,7 +614,7 @@ def process_conversation(processor: Any, text: str, images: List[Any], audios: S
         ids = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
         return {"input_ids": list(ids)}
     # Gemma 3's processor reads a list of images per text; Qwen's a flat list across texts.
-    given = ([images] if _nested_images(processor) else images) or None
+    given = ([images] if images and _nested_images(processor) else images) or None
     media = {"audio": list(audios)} if audios else {}
     try:
         output = processor(images=given, text=[text], add_special_tokens=False, **media)

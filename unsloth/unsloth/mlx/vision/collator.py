@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .backend import audio_token_id, check_audio, image_token_id, process_conversation
+from .backend import audio_token_id, check_audio, check_images, image_token_id, process_conversation
 
 # Keyword: the value(s) that mean "nothing asked for", and what to do instead.
 REFUSED_OPTIONS: Dict[str, tuple] = {
@@ -216,6 +216,7 @@ class UnslothVisionDataCollator:
                         f"only (mlx-vlm's {UNSUPPORTED_PARTS[part['type']]} are not wired into training here)"
                     )
                 if isinstance(part, dict) and part.get("type") == "image":
+                    check_images(self.model)
                     value = part.get("image", part.get("path", part.get("url")))
                     if value is None:
                         if not spare:

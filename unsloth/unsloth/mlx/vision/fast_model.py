@@ -2,7 +2,8 @@
 # Copyright 2026 the unsloth authors.
 """`FastModel` as notebooks import it: a checkpoint with a vision or audio tower of a family vision training accepts
 (Gemma 3 4B and up, Gemma 4, Qwen VL, ...) loads with its towers through mlx-vlm and returns its processor, as CUDA
-Unsloth's FastModel does; any other checkpoint, Gemma 3n included, is a text model through mlx-lm (`models.fast_model`).
+Unsloth's FastModel does (Gemma 3n's image parts are then refused when training); any other checkpoint is a text
+model through mlx-lm (`models.fast_model`).
 
 It lives in the vision layer because the text layer below cannot load vision models.
 """

@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Sequence, Set, Tuple
 
 import mlx.core as mx
 
-from unsloth_zoo.mlx.loading import resolve_model_folder
+from unsloth_zoo.mlx.loading import resolve_model_folder, warn_kv_shared_layers
 from unsloth_zoo.mlx.lora import FULL_FINETUNING_ATTRIBUTE
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 
@@ -145,6 +145,7 @@ class FastVisionModel:
             raise FileNotFoundError(f"no model folder at {folder}, and {str(model_name)!r} is not a Hub id (org/name)")
         check_vision_auto_model("FastVisionModel.from_pretrained", auto_model, folder)
         model, processor = load_model_and_processor(folder)
+        warn_kv_shared_layers(model)
         # Text-only rows (a notebook training a multimodal checkpoint on text) then train through the text trainer.
         accept_text_calls(model)
         if dtype is not None:

@@ -20,7 +20,7 @@ from unsloth_zoo.mlx.chunked_loss import call_token_scores
 from unsloth_zoo.mlx.data import TokenizedRows
 
 from ..training.train_data import TrainRows, columns
-from .collator import UnslothVisionDataCollator, pad_tokens, per_token_features
+from .collator import UnslothVisionDataCollator, pad_frames, pad_tokens, per_token_features
 from .backend import causal_logits, check_family, tower_call_groups, vision_tower
 
 
@@ -102,13 +102,15 @@ class VisionTrainRows(TrainRows):
 
     def read_features(self, indices: List[int], width: int) -> Dict[str, mx.array]:
         """The features of source rows `indices`, joined along the first axis in that order; a per-token feature
-        right-padded with zeros to the batch's `width`, as the tokens are."""
+        right-padded with zeros to the batch's `width`, as the tokens are, and audio features to the longest clip."""
         joined: Dict[str, List[np.ndarray]] = {}
         for index in indices:
             for name, value in self.features[index].items():
                 if name in self.token_features:
                     value = pad_tokens(value, width)
                 joined.setdefault(name, []).append(value)
+        for name in [name for name in joined if name.startswith("input_features")]:
+            joined[name] = pad_frames(joined[name])
         return {name: mx.array(np.concatenate(values, axis=0)) for name, values in joined.items()}
 
 
