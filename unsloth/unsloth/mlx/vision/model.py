@@ -87,7 +87,8 @@ def _refuse_gguf(model: Any, *args: Any, **kwargs: Any) -> None:
     raise NotImplementedError(
         "save_pretrained_gguf / push_to_hub_gguf: GGUF export of a vision model (its language model plus the vision "
         "projector llama.cpp keeps in a separate mmproj file) is not available on MLX; save_pretrained_merged and "
-        "push_to_hub_merged save the merged model"
+        "push_to_hub_merged save the merged model. For a GGUF of the language model alone, fine-tune it loaded "
+        "with FastModel.from_pretrained(..., text_only=True) or FastLanguageModel.from_pretrained"
     )
 
 
