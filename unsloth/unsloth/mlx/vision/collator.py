@@ -14,7 +14,7 @@ cannot honour are refused by name.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -187,7 +187,10 @@ class UnslothVisionDataCollator:
                 "UnslothVisionDataCollator: train_on_responses_only=True needs response_part (the text that opens "
                 "each answer, as the chat template writes it) and instruction_part (the text that opens each question)"
             )
-        self.markers = (instruction_part, response_part) if train_on_responses_only else None
+        # (instruction_part or "", response_part) when the answers are found by their markers.
+        self.markers: Optional[Tuple[str, str]] = (
+            (str(instruction_part or ""), str(response_part)) if train_on_responses_only else None
+        )
         self.pad_to_multiple_of = None if pad_to_multiple_of is None else int(pad_to_multiple_of)
 
     # ---- one row ----
@@ -288,9 +291,11 @@ class UnslothVisionDataCollator:
         held_images, held_audios = held("image_token", images), held("audio_token", audios)
         return len(process_conversation(self.processor, text, held_images, held_audios)["input_ids"])
 
-    def _marked_answers(self, text: str, images: List[Any], audios: List[Any], length: int) -> np.ndarray:
+    def _marked_answers(
+        self, markers: Tuple[str, str], text: str, images: List[Any], audios: List[Any], length: int
+    ) -> np.ndarray:
         """True from after each response marker to the next instruction marker (or the row's end)."""
-        instruction, response = self.markers  # type: ignore[misc]
+        instruction, response = markers
         mask = np.zeros(length, dtype=bool)
         start = text.find(response)
         if start < 0:
@@ -319,7 +324,7 @@ class UnslothVisionDataCollator:
         processed.pop("attention_mask", None)
         mask = np.zeros(len(ids), dtype=bool)
         if self.markers is not None:
-            mask = self._marked_answers(self._render(messages, False), images, audios, len(ids))
+            mask = self._marked_answers(self.markers, self._render(messages, False), images, audios, len(ids))
         elif self.completion_only_loss:
             for index, message in enumerate(messages):
                 if message.get("role") == "assistant":
