@@ -14,7 +14,7 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten
 
 from ..models.quantize import dense_layer
-from .backend import save_processor
+from .processors import save_processor
 from .lora import vision_lora_settings
 
 MERGED_METHODS = ("merged_16bit", "merged_32bit")

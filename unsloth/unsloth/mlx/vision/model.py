@@ -33,7 +33,6 @@ from ..models.fast_inference import write_peft_beside
 from .fast_inference import attach_vision_fast_inference, attach_vision_save_lora, vision_peft_config
 from .generation import attach_generate
 from .merged import SOURCE_FOLDER_ATTRIBUTE, save_vision_merged
-from .text_calls import accept_text_calls
 from .lora import (
     VisionLoraSettings,
     apply_vision_lora,
@@ -44,9 +43,36 @@ from .lora import (
     save_vision_adapter,
     vision_lora_settings,
 )
-from .backend import load_model_and_processor, save_processor
+from .backend import load_model_and_processor
+from .processors import save_processor
 
 __all__ = ["FastVisionModel", "UnslothVisionDataCollator"]
+
+# A vision model also answers a text model's call, so text-only rows (no images) train and score on it: mlx-vlm's
+# models want `pixel_values` and return an output object, while the text trainer calls `model(tokens)` for logits.
+# One subclass is made for each mlx-vlm class, so every model of a family shares one.
+_TEXT_CALLING: Dict[type, type] = {}
+
+
+def _text_calling_class(base: type) -> type:
+    def __call__(self: Any, input_ids: Any, pixel_values: Any = None, mask: Any = None, cache: Any = None, **kw: Any):
+        if pixel_values is None and mask is None and not kw:
+            output = self.language_model(input_ids, cache=cache)
+            return getattr(output, "logits", output)
+        return base.__call__(self, input_ids, pixel_values, mask=mask, cache=cache, **kw)
+
+    # The module stays mlx-vlm's: the family is read from it (backend.model_family).
+    return type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+
+
+def accept_text_calls(model: Any) -> Any:
+    """`model`, whose `model(tokens)` / `model(tokens, cache=...)` now returns its language model's logits."""
+    base = type(model)
+    if base in _TEXT_CALLING.values():
+        return model
+    model.__class__ = _TEXT_CALLING.setdefault(base, _text_calling_class(base))
+    return model
+
 
 DEFAULT_MAX_SEQ_LENGTH = 2048
 IMAGE_TEXT_AUTO_CLASSES = ("AutoModelForImageTextToText", "AutoModelForVision2Seq")
