@@ -83,10 +83,16 @@ def _note_eval_by_steps(eval_steps: Any) -> None:
         )
 
 
-def _scaled(loss: mx.array, grads: Any, count: mx.array) -> Tuple[mx.array, Any]:
+def weighted_by_count(loss: mx.array, grads: Any, count: mx.array) -> Tuple[mx.array, Any]:
     """`loss` and every gradient multiplied by a target count, each gradient keeping its dtype."""
     factor = count.astype(mx.float32)
     return loss * factor, tree_map(lambda array: (array * factor).astype(array.dtype), grads)
+
+
+def per_target(loss_sum: mx.array, grads: Any, targets: mx.array) -> Tuple[mx.array, Any]:
+    """Count-weighted sums made token-weighted means: divided by the target count (at least 1), dtypes kept."""
+    total = mx.maximum(targets, 1).astype(mx.float32)
+    return loss_sum / total, tree_map(lambda array: (array / total).astype(array.dtype), grads)
 
 
 def _exportable(callback: Any) -> bool:
@@ -322,7 +328,7 @@ class MLXTrainer:
             loss, count, micro_grads = self._forward_backward(mx.array(tokens), mx.array(lengths))
             if len(group) > 1:
                 # A micro-batch's mean times its target count is its summed loss (and that sum's gradient).
-                loss, micro_grads = _scaled(loss, micro_grads, count)
+                loss, micro_grads = weighted_by_count(loss, micro_grads, count)
                 step_targets = step_targets + count
             grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
             step_loss = loss if step_loss is None else step_loss + loss
@@ -334,8 +340,7 @@ class MLXTrainer:
                 self._fire("on_substep_end")
         if len(group) > 1:
             # The step's token-weighted mean, as Hugging Face's Trainer gets it by dividing by num_items_in_batch.
-            total = mx.maximum(step_targets, 1).astype(mx.float32)
-            step_loss, grads = step_loss / total, tree_map(lambda array: (array / total).astype(array.dtype), grads)  # noqa: B023
+            step_loss, grads = per_target(step_loss, grads, step_targets)
         return grads, step_loss
 
     def _distributed_gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
@@ -361,7 +366,7 @@ class MLXTrainer:
                 if not len(local):
                     lengths = np.ones_like(lengths)
                 loss, count, micro_grads = self._forward_backward(mx.array(tokens), mx.array(lengths))
-                loss, micro_grads = _scaled(loss, micro_grads, count)
+                loss, micro_grads = weighted_by_count(loss, micro_grads, count)
                 grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
                 step_loss, step_targets = step_loss + loss, step_targets + count
                 if len(local):
@@ -381,8 +386,8 @@ class MLXTrainer:
         self.state.num_input_tokens_seen += int(totals[1])
         self._samples_seen += int(totals[2])
         grads, (loss_sum,) = world.sum_tree(f"{what}: summing gradients", grads, [step_loss])
-        total = mx.array(float(max(int(totals[0]), 1)))
-        return tree_map(lambda array: (array / total).astype(array.dtype), grads), loss_sum / total
+        step_loss, grads = per_target(loss_sum, grads, mx.array(int(totals[0])))
+        return grads, step_loss
 
     def _log_evaluate_save(self, grad_norm: Any, learning_rate: Optional[float]) -> None:
         self.world.agree_flags(self.control)

@@ -18,6 +18,7 @@ from mlx.utils import tree_map
 
 from unsloth_zoo.mlx.chunked_loss import call_token_scores
 from unsloth_zoo.mlx.data import TokenizedRows
+from unsloth_zoo.mlx.trainer import per_target, weighted_by_count
 
 from ..training.train_data import TrainRows, columns
 from .collator import UnslothVisionDataCollator, pad_frames, pad_tokens, per_token_features
@@ -137,20 +138,17 @@ def vision_loss(
 
 
 def _combined(calls: Iterator[Tuple[Any, Any, Any]]) -> Tuple[Any, Any, Any]:
-    """The (mean loss, target count, gradients) of one batch from those of the calls it ran as: each call's mean and
-    gradients weighed by its target count, summed in float32, then divided by the batch's count."""
-    summed_loss, targets, summed_grads, dtypes = mx.array(0.0), mx.array(0), None, None
+    """The (mean loss, target count, gradients) of one batch from those of the calls it ran as, weighed by target
+    count as the trainer weighs accumulated micro-batches."""
+    summed_loss, targets, summed_grads = mx.array(0.0), mx.array(0), None
     for loss, count, grads in calls:
-        dtypes = tree_map(lambda array: array.dtype, grads)
-        factor = count.astype(mx.float32)
-        grads = tree_map(lambda array: array.astype(mx.float32) * factor, grads)  # noqa: B023
+        loss, grads = weighted_by_count(loss, grads, count)
         summed_grads = grads if summed_grads is None else tree_map(mx.add, summed_grads, grads)
-        summed_loss, targets = summed_loss + loss * factor, targets + count
+        summed_loss, targets = summed_loss + loss, targets + count
         # Materialised so only one call's graph is held at a time.
         mx.eval(summed_grads, summed_loss, targets)
-    total = mx.maximum(targets, 1).astype(mx.float32)
-    grads = tree_map(lambda array, dtype: (array / total).astype(dtype), summed_grads, dtypes)
-    return summed_loss / total, targets, grads
+    loss, grads = per_target(summed_loss, summed_grads, targets)
+    return loss, targets, grads
 
 
 def vision_step(model: Any, rows: VisionTrainRows) -> Any:
