@@ -101,3 +101,28 @@ def test_the_muse_glimmer_notebooks_markers_train_its_answers_only(tmp_path_fact
     encoded = collator.encode(_row(2))
     answers = processor.tokenizer.decode(encoded.ids[encoded.mask].tolist())
     assert answers.count(ANSWER) == 2 and "OCR:" not in answers and "assistant" not in answers, answers
+
+
+def test_the_trainer_pads_its_batches_to_the_collators_multiple(loaded: tuple, tmp_path) -> None:
+    """The PaddleOCR-VL notebook sets pad_to_multiple_of on the collator: the MLX trainer, which pads its own
+    batches, pads them to that multiple too."""
+    from trl import SFTConfig, SFTTrainer
+
+    model, processor = loaded
+    trainer = SFTTrainer(
+        model=model,
+        tokenizer=processor,
+        data_collator=_collator(loaded, pad_to_multiple_of=8),
+        train_dataset=[_row(), _row(2)],
+        args=SFTConfig(
+            per_device_train_batch_size=2,
+            max_steps=1,
+            output_dir=str(tmp_path / "out"),
+            report_to="none",
+            save_strategy="no",
+            remove_unused_columns=False,
+            dataset_text_field="",
+            dataset_kwargs={"skip_prepare_dataset": True},
+        ),
+    )
+    assert trainer.args.pad_to_multiple_of == 8

@@ -58,13 +58,17 @@ def implied_collator(
 
 def settle_vision_arguments(collator: UnslothVisionDataCollator, config: Any) -> None:
     """Agree the collator and the trainer's arguments: the collator's max_seq_length wins over the arguments', an
-    explicit completion_only_loss in the arguments over the collator's; `args.image_size` reads the collator's resize."""
+    explicit completion_only_loss in the arguments over the collator's, the arguments' pad_to_multiple_of over the
+    collator's; `args.image_size` reads the collator's resize."""
     if collator.max_seq_length is None:
         collator.max_seq_length = int(config.max_seq_length)
     config.max_seq_length = collator.max_seq_length
     if getattr(config, "completion_only_loss", None) is not None:
         collator.completion_only_loss = bool(config.completion_only_loss)
     config.completion_only_loss = collator.completion_only_loss
+    # The trainer pads its own batches, so a multiple set on the collator reaches it through the arguments.
+    if collator.pad_to_multiple_of and not getattr(config, "pad_to_multiple_of", None):
+        config.pad_to_multiple_of = collator.pad_to_multiple_of
     config.image_size = collator.resize
 
 
