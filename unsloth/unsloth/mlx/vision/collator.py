@@ -63,7 +63,7 @@ def pad_frames(values: List[np.ndarray]) -> List[np.ndarray]:
     """Rows' audio features (mel frames, or their mask) right-padded with zeros, which the mask reads as padding, to
     the longest row's frames."""
     frames = max(value.shape[1] for value in values)
-    return [np.pad(value, [(0, 0), (0, frames - value.shape[1])] + [(0, 0)] * (value.ndim - 2)) for value in values]
+    return [pad_tokens(value, frames) for value in values]
 
 
 def _quiet(value: Any, quiet: tuple) -> bool:
