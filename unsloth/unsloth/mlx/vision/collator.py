@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from .backend import audio_token_id, check_audio, check_images, image_token_id, process_conversation
+from .backend import AUDIO_FEATURES, audio_token_id, check_audio, check_images, image_token_id, process_conversation
 
 # Keyword: the value(s) that mean "nothing asked for", and what to do instead.
 REFUSED_OPTIONS: Dict[str, tuple] = {
@@ -48,7 +48,7 @@ def per_token_features(lengths: List[int], features: List[Dict[str, np.ndarray]]
     """The names of the features holding a value per token, shaped (1, row length, ...) in every row (Gemma 4's
     `mm_token_type_ids`, Llama 3.2 Vision's `cross_attention_mask`)."""
     # Image and audio features (pixel_values, input_features, their masks) never count, even where their length matches.
-    names = {name for name in features[0] if not name.startswith(("pixel", "input_features"))} if features else set()
+    names = {name for name in features[0] if not name.startswith(("pixel", AUDIO_FEATURES))} if features else set()
     for length, row in zip(lengths, features):
         names = {name for name in names if name in row and row[name].shape[:2] == (1, length)}
     return frozenset(names)
@@ -370,7 +370,7 @@ class UnslothVisionDataCollator:
             values = [row.features[name] for row in encoded if name in row.features]
             if name in per_token:
                 values = [pad_tokens(value, width) for value in values]
-            elif name.startswith("input_features"):
+            elif name.startswith(AUDIO_FEATURES):
                 values = pad_frames(values)
             batch[name] = np.concatenate(values, axis=0)
         return batch

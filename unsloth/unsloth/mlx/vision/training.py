@@ -22,7 +22,7 @@ from unsloth_zoo.mlx.trainer import per_target, weighted_by_count
 
 from ..training.train_data import TrainRows, columns
 from .collator import UnslothVisionDataCollator, pad_frames, pad_tokens, per_token_features
-from .backend import causal_logits, check_family, tower_call_groups, vision_tower
+from .backend import AUDIO_FEATURES, causal_logits, check_family, tower_call_groups, vision_tower
 
 
 class VisionRows(NamedTuple):
@@ -114,7 +114,7 @@ class VisionTrainRows(TrainRows):
                 if name in self.token_features:
                     value = pad_tokens(value, width)
                 joined.setdefault(name, []).append(value)
-        for name in [name for name in joined if name.startswith("input_features")]:
+        for name in [name for name in joined if name.startswith(AUDIO_FEATURES)]:
             joined[name] = pad_frames(joined[name])
         return {name: mx.array(np.concatenate(values, axis=0)) for name, values in joined.items()}
 
