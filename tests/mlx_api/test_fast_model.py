@@ -110,3 +110,12 @@ def test_a_quantized_base_without_lora_is_refused_at_the_trainer(load_public, qu
     model, tokenizer = load_public(**{f"load_in_{bits}bit": True})
     with pytest.raises(NotImplementedError, match=f"load_in_{bits}bit=True and has no LoRA"):
         UnslothTrainer(model, tokenizer, chat_rows, args=quiet_args())
+
+
+def test_get_peft_model_after_a_full_finetuning_load_still_takes_gradient_checkpointing(tiny_model_dir) -> None:
+    from unsloth import FastLanguageModel
+    from unsloth_zoo.mlx.checkpointing import wants_gradient_checkpointing
+
+    model, _ = FastLanguageModel.from_pretrained(str(tiny_model_dir), full_finetuning=True)
+    model = FastLanguageModel.get_peft_model(model, r=8, use_gradient_checkpointing="unsloth")
+    assert wants_gradient_checkpointing(model)

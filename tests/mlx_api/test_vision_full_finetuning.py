@@ -51,3 +51,12 @@ def test_save_pretrained_of_a_full_finetune_writes_the_model_that_loads_back(pad
     model.save_pretrained(str(tmp_path / "full"), processor)
     reloaded, _ = FastVisionModel.from_pretrained(str(tmp_path / "full"), full_finetuning=True)
     assert mx.array_equal(dict(tree_flatten(reloaded.parameters()))[name], weight + 1.0)
+
+
+def test_get_peft_model_after_a_full_finetuning_load_still_takes_gradient_checkpointing(paddle_dir: Path) -> None:
+    from unsloth import FastVisionModel
+    from unsloth_zoo.mlx.checkpointing import wants_gradient_checkpointing
+
+    model, _ = FastVisionModel.from_pretrained(str(paddle_dir), full_finetuning=True)
+    model = FastVisionModel.get_peft_model(model, r=8, use_gradient_checkpointing="unsloth")
+    assert wants_gradient_checkpointing(model)

@@ -215,7 +215,7 @@ class FastVisionModel:
         if getattr(model, FULL_FINETUNING_ATTRIBUTE, False):
             # CUDA Unsloth's answer too: a full-finetuning load trains every weight, so no LoRA goes on top.
             print("Unsloth: Full finetuning is enabled, so .get_peft_model has no effect")
-            return model
+            return request_gradient_checkpointing(model, kwargs)
         if vision_lora_settings(model) is not None:
             raise ValueError("this model already has LoRA adapters; load the base again to start over")
         names = (
