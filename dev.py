@@ -1,6 +1,7 @@
 """Bootstrap: `python3 dev.py demo` runs the main job, `python3 dev.py test` runs every default nox session.
 
-Needs only python3: nox is installed into .venv-nox on first use. Extra arguments go to nox.
+Needs only python3: nox is installed into .venv-nox on first use. `test` alone (or with `--lanes N`) runs the
+sessions side by side through tools/ci_lanes.py; any other extra arguments go to nox as they are.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 TOOL_VENV = ROOT / ".venv-nox"
+# `dev.py test` with only these runs the lanes; anything else is a nox command line.
+LANES_OPTIONS = ("--lanes", "--fresh-clones", "--no-fresh-clones")
 COMMANDS = {"test": [], "demo": ["-s", "demo"], "bench": ["-s", "bench"]}
 
 
@@ -30,6 +33,10 @@ def main(argv: list[str]) -> int:
         print(f"usage: python3 dev.py {{{','.join(COMMANDS)}}} [nox arguments...]", file=sys.stderr)
         return 2
     command, extra = argv[0], argv[1:]
+    if command == "test" and (not extra or extra[0].startswith(LANES_OPTIONS)):
+        from tools import ci_lanes
+
+        return ci_lanes.main(extra, [str(_nox_python()), "-m", "nox"])
     return subprocess.run(
         [_nox_python(), "-m", "nox", "-f", ROOT / "noxfile.py", *COMMANDS[command], *extra]
     ).returncode
