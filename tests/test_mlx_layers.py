@@ -1,16 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""The subpackages of `unsloth.mlx` import one way, in the order `unsloth/mlx/layers.py` states, read from the AST."""
+"""The subpackages of `unsloth.mlx` import one way, in the order `unsloth/mlx/layers.py` states, read from the AST;
+and no modules, in `unsloth.mlx`, `tools` or `unsloth_zoo`, import each other in a circle."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Iterator, List, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Sequence, Set, Tuple
 
 import pytest
 
 MLX_ROOT = Path(__file__).resolve().parents[1] / "unsloth" / "unsloth" / "mlx"
+TOOLS_ROOT = Path(__file__).resolve().parents[1] / "tools"
 PACKAGE = "unsloth.mlx"
 TOP = "(top modules)"
 
@@ -23,13 +25,13 @@ def stated_constant(layers_file: Path, name: str) -> tuple:
     raise AssertionError(f"{layers_file} assigns no {name}")
 
 
-def _module_name(root: Path, path: Path) -> Tuple[str, bool]:
-    """The dotted name of a file under `root` and whether it is a package's `__init__`."""
+def _module_name(root: Path, path: Path, package: str = PACKAGE) -> Tuple[str, bool]:
+    """The dotted name of a file under `root` (the folder of `package`) and whether it is a package's `__init__`."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     is_package = parts[-1] == "__init__"
     if is_package:
         parts.pop()
-    return ".".join([PACKAGE, *parts]), is_package
+    return ".".join([package, *parts]), is_package
 
 
 def _resolve(module: str, is_package: bool, level: int, target: str) -> str:
@@ -106,6 +108,66 @@ def _report(edges: Sequence[Tuple[str, int, str, str, str]]) -> str:
     )
 
 
+Edge = Tuple[str, int, str]
+
+
+def import_graph(root: Path, package: str) -> Dict[str, List[Edge]]:
+    """Each file under `root` with its imports of other files there, as (file, line, file imported)."""
+    files = {}
+    for path in sorted(root.rglob("*.py")):
+        module, is_package = _module_name(root, path, package)
+        files[module] = (path, is_package)
+    graph: Dict[str, List[Edge]] = {}
+    for module, (path, is_package) in files.items():
+        here = path.relative_to(root).as_posix()
+        graph[here] = []
+        for line, target in imported_modules(path.read_text(encoding="utf-8"), module, is_package):
+            # `from .collator import pad_tokens` names an attribute: the file is the longest prefix that is a module.
+            parts = target.split(".")
+            while parts and ".".join(parts) not in files:
+                parts.pop()
+            there = files[".".join(parts)][0].relative_to(root).as_posix() if parts else ""
+            if there and there != here and (here, line, there) not in graph[here]:
+                graph[here].append((here, line, there))
+    return graph
+
+
+def import_circles(graph: Dict[str, List[Edge]]) -> List[List[Edge]]:
+    """The imports inside each group of files that reach each other (Tarjan's strongly connected components)."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    circles: List[List[Edge]] = []
+
+    def visit(file: str) -> None:
+        index[file] = low[file] = len(index)
+        stack.append(file)
+        for _, _, there in graph[file]:
+            if there not in index:
+                visit(there)
+                low[file] = min(low[file], low[there])
+            elif there in stack:
+                low[file] = min(low[file], index[there])
+        if low[file] == index[file]:
+            group = {stack.pop()}
+            while file not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                circles.append(sorted(edge for member in group for edge in graph[member] if edge[2] in group))
+
+    for file in sorted(graph):
+        if file not in index:
+            visit(file)
+    return sorted(circles)
+
+
+def _circles_report(circles: Sequence[Sequence[Edge]]) -> str:
+    return "\n".join(
+        f"circle {number}:\n" + "\n".join(f"  {file}:{line} imports {there}" for file, line, there in circle)
+        for number, circle in enumerate(circles, 1)
+    )
+
+
 LAYERS = stated_constant(MLX_ROOT / "layers.py", "LAYERS")
 PENDING = set(stated_constant(MLX_ROOT / "layers.py", "PENDING_UPWARD_IMPORTS"))
 
@@ -129,6 +191,19 @@ def test_pending_upward_imports_are_still_there() -> None:
 def test_the_doc_quotes_the_order() -> None:
     layout = (MLX_ROOT.parents[2] / "docs" / "layout.md").read_text(encoding="utf-8")
     assert " < ".join(f"`{name}`" for name in LAYERS) in layout
+
+
+@pytest.mark.parametrize(
+    "root, package",
+    [(MLX_ROOT, PACKAGE), (TOOLS_ROOT, "tools"), (TOOLS_ROOT.parent / "zoo" / "unsloth_zoo", "unsloth_zoo")],
+    ids=["unsloth.mlx", "tools", "unsloth_zoo"],
+)
+def test_no_modules_import_each_other_in_a_circle(root: Path, package: str) -> None:
+    circles = import_circles(import_graph(root, package))
+    folder = root.relative_to(TOOLS_ROOT.parent)
+    assert not circles, f"files under {folder}/ that import each other; give the shared piece a lower home:\n" + (
+        _circles_report(circles)
+    )
 
 
 def _plant(root: Path, relative: str, text: str) -> None:
@@ -183,3 +258,27 @@ def test_a_planted_upward_import_is_named(small_tree: Path, planted: str, line: 
 def test_a_subpackage_missing_from_the_order_is_named(small_tree: Path) -> None:
     _plant(small_tree, "vision/__init__.py", "")
     assert unplaced_subpackages(small_tree, ORDER) == {"vision"}
+
+
+def test_a_tree_without_circles_has_none(small_tree: Path) -> None:
+    assert import_circles(import_graph(small_tree, PACKAGE)) == []
+
+
+def test_a_planted_circle_inside_a_subpackage_is_named_with_its_lines(small_tree: Path) -> None:
+    _plant(small_tree, "models/hub.py", "import json\n\ndef push():\n    from .language import load\n")
+    assert import_circles(import_graph(small_tree, PACKAGE)) == [
+        [("models/hub.py", 4, "models/language.py"), ("models/language.py", 2, "models/hub.py")]
+    ]
+
+
+def test_a_circle_of_three_through_a_package_face_is_named(small_tree: Path) -> None:
+    _plant(small_tree, "training/__init__.py", "from .trainer import Trainer\n")
+    _plant(small_tree, "models/hub.py", "from unsloth.mlx.training import Trainer\n")
+    assert import_circles(import_graph(small_tree, PACKAGE)) == [
+        [
+            ("models/hub.py", 1, "training/__init__.py"),
+            ("models/language.py", 2, "models/hub.py"),
+            ("training/__init__.py", 1, "training/trainer.py"),
+            ("training/trainer.py", 1, "models/language.py"),
+        ]
+    ]

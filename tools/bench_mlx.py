@@ -25,27 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tools.bench_mlx_shapes import add_shape_arguments  # noqa: E402  (after the path that finds `tools`)
-
-
-def token_rows(count: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
-    """Seeded random rows of exactly `length` ids, avoiding the special ids 0-4."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    return rng.integers(5, vocab_size, size=(count, length)).tolist()
-
-
-def fresh_lora_model(folder: Path, rank: int, seed: int):
-    import mlx.core as mx
-
-    from unsloth_zoo.mlx import apply_lora, load_model
-
-    model, tokenizer = load_model(folder)
-    mx.random.seed(seed)
-    if rank > 0:
-        apply_lora(model, rank=rank, alpha=2 * rank)
-    return model, tokenizer
+from tools.bench_mlx_inputs import fresh_lora_model, token_rows  # noqa: E402  (after the path that finds `tools`)
+from tools.bench_mlx_shapes import add_shape_arguments  # noqa: E402
 
 
 class StepClock:

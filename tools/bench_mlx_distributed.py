@@ -42,7 +42,7 @@ def run_rank(plan: dict) -> dict:
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    from tools.bench_mlx import token_rows
+    from tools.bench_mlx_inputs import token_rows
     from unsloth_zoo.mlx import MLXTrainer, MLXTrainingConfig, apply_lora, load_model
     from unsloth_zoo.mlx.distributed import current_world
 
@@ -175,13 +175,13 @@ def _worker(argv: list) -> int:
 
 
 def main(argv: list | None = None) -> int:
-    """`--worker PLAN REPORT` runs one rank; anything else runs `bench_mlx` with the 1- and 2-rank table added."""
+    """`--worker PLAN REPORT` runs one rank, as `launch` starts it; the table itself is `bench_mlx.py`'s."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
         return _worker(argv[1:])
-    from tools import bench_mlx
-
-    return bench_mlx.main(["--distributed-ranks", "1,2", "--steps-only", *argv])
+    print("this file runs one rank (--worker PLAN REPORT); for the table run", file=sys.stderr)
+    print("`python tools/bench_mlx.py --distributed-ranks 1,2 --steps-only`", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ def varied_rows(count: int, longest: int, vocab_size: int, seed: int) -> list[li
 def _train_seconds(folder: Path, rows: list, options: argparse.Namespace, packing: bool, output: Path) -> float:
     from unsloth.mlx.training.arguments import UnslothTrainingArguments
     from unsloth.mlx.training.trainer import UnslothTrainer
-    from tools.bench_mlx import fresh_lora_model
+    from tools.bench_mlx_inputs import fresh_lora_model
 
     model, tokenizer = fresh_lora_model(folder, options.rank, options.seed)
     args = UnslothTrainingArguments(

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The trainer, below `vision` in the layer order, learns of the vision collator's rows only by their registering:
-loading `FastVisionModel`'s module or building an `UnslothVisionDataCollator` must register them."""
+importing any module of `vision` (`FastVisionModel`'s, the collator's, the backend GRPO uses) must register them."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ print(sorted(type(source).__name__ for source in _REGISTERED))
         "import unsloth.mlx.vision.model",
         "from unsloth.mlx.vision.collator import UnslothVisionDataCollator as C\n"
         "try:\n    C(None, None, bogus=1)\nexcept Exception:\n    pass",
+        "import unsloth.mlx.vision.backend",
     ],
-    ids=["vision_model_module", "collator_built"],
+    ids=["vision_model_module", "collator_built", "backend_module"],
 )
 def test_the_vision_rows_register_with_the_trainer(trigger: str) -> None:
     result = subprocess.run(

@@ -6,12 +6,12 @@ import json
 
 
 def test_bench_reports_the_collective_share_at_one_and_two_ranks(tmp_path, capsys):
-    from tools import bench_mlx_distributed
+    from tools import bench_mlx
 
     out = tmp_path / "bench.json"
-    arguments = ["--hidden", "32", "--layers", "1", "--vocab", "512", "--batch", "2", "--seq-len", "17"]
-    arguments += ["--steps", "3", "--warmup", "1", "--repeats", "1", "--rank", "4", "--compile", "off"]
-    assert bench_mlx_distributed.main([*arguments, "--json", str(out)]) == 0
+    arguments = ["--distributed-ranks", "1,2", "--steps-only", "--hidden", "32", "--layers", "1", "--vocab", "512"]
+    arguments += ["--batch", "2", "--seq-len", "17", "--steps", "3", "--warmup", "1", "--repeats", "1", "--rank", "4"]
+    assert bench_mlx.main([*arguments, "--compile", "off", "--json", str(out)]) == 0
 
     table = [
         line

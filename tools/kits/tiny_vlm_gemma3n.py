@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
-from tools.kits.tiny_vlm_model import _model, _save_weights, _write_json
+from tools.kits.tiny_vlm_folder import _model, _save_weights, _write_json
 
 # Turn markers and the media openers below the per-layer vocabulary; then each tower's range (end marker first).
 GEMMA3N_TEXT_SPECIAL = ["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<start_of_audio>"]

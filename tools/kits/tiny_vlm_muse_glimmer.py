@@ -89,7 +89,7 @@ def build_tiny_muse_glimmer(folder: str | Path, *, seed: int = 0, vocab_size: in
     """A loadable tiny Muse Glimmer in `folder` (created if missing); returns its path."""
     from mlx_vlm.models import muse_glimmer
 
-    from tools.kits.tiny_vlm_model import _model, _save_weights, _write_json, _write_tokenizer
+    from tools.kits.tiny_vlm_folder import _model, _save_weights, _write_json, _write_tokenizer
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ from unsloth_zoo.mlx.lora import (
     trainable_parameter_counts,
 )
 
-from .fast_inference import attach_fast_inference, peft_config, write_peft_beside
+from .fast_inference import attach_fast_inference, peft_config, save_lora, write_peft_beside
 from .merged import model_config, save_pretrained_gguf, save_pretrained_merged
 from .main_rank import write_on_main_rank_only
 from .keywords import (
@@ -232,6 +232,8 @@ class FastLanguageModel:
         model.save_pretrained = MethodType(_save_pretrained, model)
         model.save_pretrained_gguf = MethodType(save_pretrained_gguf, model)
         model.save_pretrained_merged = MethodType(save_pretrained_merged, model)
+        # CUDA Unsloth gives every model save_lora, with or without vLLM (GRPO notebooks call it after fast_inference=False).
+        model.save_lora = MethodType(save_lora, model)
         # mlx_lm wraps the tokenizer for streaming decode; notebooks call the Hugging Face tokenizer inside directly.
         tokenizer = getattr(wrapper, "_tokenizer", wrapper)
         attach_methods(model, tokenizer, str(folder))

@@ -87,10 +87,6 @@ def attach_methods(model: Any, tokenizer: Any, folder: Optional[str]) -> None:
         )
 
     model.generate = MethodType(model_generate, model)
-    # CUDA Unsloth gives every model save_lora, with or without vLLM (GRPO notebooks call it after fast_inference=False).
-    from .fast_inference import save_lora
-
-    model.save_lora = MethodType(save_lora, model)
     model.push_to_hub = MethodType(hub.model_push_to_hub, model)
     model.push_to_hub_merged = MethodType(hub.push_to_hub_merged, model)
     model.push_to_hub_gguf = MethodType(hub.push_to_hub_gguf, model)

@@ -155,8 +155,6 @@ class UnslothVisionDataCollator:
         last_response_only: bool = False,
         **options: Any,
     ) -> None:
-        from . import trainer_rows  # noqa: F401  registers these rows with the trainer, which cannot import vision
-
         # CUDA Unsloth's parameters in its order, so a positional call reads the same; those MLX cannot honour
         # are refused by name unless left at their defaults.
         refuse_options(

@@ -28,7 +28,6 @@ from ..models import hub
 from ..models.main_rank import write_on_main_rank_only
 from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
 from .collator import UnslothVisionDataCollator
-from . import trainer_rows  # noqa: F401  registers the vision rows with the trainer below
 from ..models.fast_inference import write_peft_beside
 from .fast_inference import attach_vision_fast_inference, attach_vision_save_lora, vision_peft_config
 from .generation import attach_generate

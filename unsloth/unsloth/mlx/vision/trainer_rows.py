@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""The vision collator's rows, registered with the trainer (`training.own_rows`), which sits below this layer."""
+"""The vision collator's rows, registered with the trainer (`training.own_rows`), which sits below this layer, when
+the `vision` package is first imported."""
 
 from __future__ import annotations
 

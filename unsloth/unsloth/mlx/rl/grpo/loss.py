@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """GRPO's arithmetic, as TRL's `GRPOTrainer` does it: group-relative advantages, per-token log-probabilities of the
-completions, and the clipped policy loss aggregated by `loss_type`, with the KL term against a reference.
+completions (a vision model's from its own forward, one row at a time), and the clipped policy loss aggregated by
+`loss_type`, with the KL term against a reference.
 
 The importance ratio compares the policy with the one that sampled: given the old log-probabilities (a generation
 batch reused for `num_iterations` passes) or, on the first pass, the current ones detached (1 in value, carrying the
@@ -17,6 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import mlx.core as mx
 import numpy as np
 from unsloth_zoo.mlx.chunked_loss import token_scores
+
+from ...vision.backend import causal_logits
 
 STD_FLOOR = 1e-4
 
@@ -114,14 +117,39 @@ def build_batch(
     return batch
 
 
+def vision_completion_logps(
+    model: Any, batch: Any, temperature: float, with_entropy: bool, differentiable: bool
+) -> Any:
+    """Per-token log-probabilities (and entropies) of each row's completion, from the model's forward over the row's
+    prompt, images and completion; logits divided by the temperature, as TRL does."""
+    width = batch.completion_ids.shape[1]
+    all_logps, all_entropy = [], []
+    for row, found in enumerate(batch.features):
+        extras = dict(found)
+        pixels = extras.pop("pixel_values", None)
+        logits = causal_logits(model, batch.tokens[row : row + 1], pixels, extras)[0].astype(mx.float32)
+        start = batch.completion_starts[row]
+        positions = mx.minimum(start - 1 + mx.arange(width), logits.shape[0] - 1)
+        picked = logits[positions] / temperature
+        log_probs = picked - mx.logsumexp(picked, axis=-1, keepdims=True)
+        targets = batch.completion_ids[row]
+        all_logps.append(mx.take_along_axis(log_probs, targets[:, None], axis=-1)[:, 0])
+        if with_entropy:
+            all_entropy.append(-(mx.exp(log_probs) * log_probs).sum(-1))
+    logps = mx.stack(all_logps)
+    if not differentiable:
+        logps = mx.stop_gradient(logps)
+    if not with_entropy:
+        return logps
+    return logps, mx.stop_gradient(mx.stack(all_entropy))
+
+
 def completion_logps(
     model: Any, batch: CompletionBatch, temperature: float, with_entropy: bool = False, differentiable: bool = True
 ) -> Any:
     """Per-token log-probabilities of each completion token (logits divided by the temperature, as TRL does),
     and optionally the per-token entropies; the logits are taken a chunk of positions at a time."""
     if batch.features is not None:
-        from .vision import vision_completion_logps
-
         return vision_completion_logps(model, batch, temperature, with_entropy, differentiable)
     inputs = batch.tokens[:, :-1]
     width = batch.completion_ids.shape[1]

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Vision GRPO: image prompts through the model's processor, each completion decoded by mlx-vlm with the prompt's
-images, and the completions' per-token log-probabilities from the vision model's own forward, one row at a time.
+"""Vision GRPO: image prompts through the model's processor, and each completion decoded by mlx-vlm with the
+prompt's images (`loss.py` takes the completions' log-probabilities from the vision model's own forward).
 
 A row's images come from TRL's `image` / `images` columns or from image parts of its conversation.
 """
@@ -16,7 +16,6 @@ import numpy as np
 
 from ...models.batched_sampling import Sampled, eos_token_ids
 from ...vision.backend import (
-    causal_logits,
     generate_tokens,
     placeholder_token_ids,
     process_conversation,
@@ -119,31 +118,4 @@ class VisionRolloutMaker(RolloutMaker):
         return sampled
 
 
-def vision_completion_logps(
-    model: Any, batch: Any, temperature: float, with_entropy: bool, differentiable: bool
-) -> Any:
-    """Per-token log-probabilities (and entropies) of each row's completion, from the model's forward over the row's
-    prompt, images and completion; logits divided by the temperature, as TRL does."""
-    width = batch.completion_ids.shape[1]
-    all_logps, all_entropy = [], []
-    for row, found in enumerate(batch.features):
-        extras = dict(found)
-        pixels = extras.pop("pixel_values", None)
-        logits = causal_logits(model, batch.tokens[row : row + 1], pixels, extras)[0].astype(mx.float32)
-        start = batch.completion_starts[row]
-        positions = mx.minimum(start - 1 + mx.arange(width), logits.shape[0] - 1)
-        picked = logits[positions] / temperature
-        log_probs = picked - mx.logsumexp(picked, axis=-1, keepdims=True)
-        targets = batch.completion_ids[row]
-        all_logps.append(mx.take_along_axis(log_probs, targets[:, None], axis=-1)[:, 0])
-        if with_entropy:
-            all_entropy.append(-(mx.exp(log_probs) * log_probs).sum(-1))
-    logps = mx.stack(all_logps)
-    if not differentiable:
-        logps = mx.stop_gradient(logps)
-    if not with_entropy:
-        return logps
-    return logps, mx.stop_gradient(mx.stack(all_entropy))
-
-
-__all__ = ["OWN_COLUMNS", "VisionRolloutMaker", "is_vision_model", "row_images", "vision_completion_logps"]
+__all__ = ["OWN_COLUMNS", "VisionRolloutMaker", "is_vision_model", "row_images"]
