@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The subpackages of `unsloth.mlx` import one way, in the order `unsloth/mlx/layers.py` states, read from the AST;
-and no modules, in `unsloth.mlx`, `tools` or `unsloth_zoo`, import each other in a circle."""
+and no modules, in `unsloth` (`unsloth.mlx` included), `tools` or `unsloth_zoo`, import each other in a circle."""
 
 from __future__ import annotations
 
@@ -195,8 +195,13 @@ def test_the_doc_quotes_the_order() -> None:
 
 @pytest.mark.parametrize(
     "root, package",
-    [(MLX_ROOT, PACKAGE), (TOOLS_ROOT, "tools"), (TOOLS_ROOT.parent / "zoo" / "unsloth_zoo", "unsloth_zoo")],
-    ids=["unsloth.mlx", "tools", "unsloth_zoo"],
+    [
+        (MLX_ROOT, PACKAGE),
+        (MLX_ROOT.parent, "unsloth"),
+        (TOOLS_ROOT, "tools"),
+        (TOOLS_ROOT.parent / "zoo" / "unsloth_zoo", "unsloth_zoo"),
+    ],
+    ids=["unsloth.mlx", "unsloth", "tools", "unsloth_zoo"],
 )
 def test_no_modules_import_each_other_in_a_circle(root: Path, package: str) -> None:
     circles = import_circles(import_graph(root, package))

@@ -20,7 +20,6 @@ from types import ModuleType
 from typing import Callable
 
 PATCHED_MARKER = "__unsloth_num_proc_patched__"
-WRITTEN_AGAINST_TRL = "1.16.0"
 
 _lock = threading.Lock()
 
@@ -72,6 +71,8 @@ def _patch_experimental_quietly(module: ModuleType) -> None:
 
 
 def _run_quietly(patch: Callable[[ModuleType], None], module: ModuleType) -> None:
+    from .trainers import WRITTEN_AGAINST_TRL
+
     try:
         patch(module)
     except Exception as error:

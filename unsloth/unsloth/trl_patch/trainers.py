@@ -22,6 +22,8 @@ from .map_scope import sized_maps
 
 PREPARATION_METHOD = "_prepare_dataset"
 TRAINER_SUFFIX = "Trainer"
+# The trl release these patches were written and checked against, named when one of them fails.
+WRITTEN_AGAINST_TRL = "1.16.0"
 WRAPPED_MARKER = "__unsloth_sized_preparation__"
 
 
@@ -59,8 +61,6 @@ def patch_trainer_classes(trl: ModuleType, configs: Dict[str, type], *, expect_p
 
     `expect_preparation=False` is for trl's experimental trainers, which (in 1.16) prepare data in `__init__`.
     """
-    from . import WRITTEN_AGAINST_TRL
-
     wrapped = []
     for _family, config_class in sorted(configs.items()):
         name = config_class.__name__[: -len("Config")] + TRAINER_SUFFIX
