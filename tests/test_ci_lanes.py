@@ -143,7 +143,7 @@ def test_the_lanes_run_every_session_and_fail_the_bad_the_slow_and_the_leaky(tmp
     assert "fake nox running tested" in text  # each session's log is printed
     # The leftover was ended, not just named.
     assert ci_lanes.leftover_processes(f"{lanes.run_id}:leaky") == []
-    logs = {s.slug: (tmp_path / "work" / "logs" / f"{s.slug}.log").read_text() for s in sessions}
+    logs = {session.slug: lanes.log_path(session).read_text() for session in sessions}
     summary = io.StringIO()
     assert ci_lanes.summarize(sessions, wall, 1800, logs, summary) == 1
     closing = summary.getvalue().splitlines()
@@ -159,3 +159,38 @@ def test_a_run_inside_every_budget_passes():
     assert ci_lanes.summarize(sessions, 5, 1800, {"lint": ""}, out) == 0
     assert out.getvalue().splitlines()[-1] == "tests: 0 passed, 0 failed"
     assert ci_lanes.summarize(sessions, 1801, 1800, {"lint": ""}, io.StringIO()) == 1
+
+
+INTERRUPTED_RUN = """
+import sys
+from tools import ci_lanes
+lanes = ci_lanes.Lanes([sys.executable, sys.argv[1]], 2, False, sys.stdout, ci_lanes.Path(sys.argv[2]))
+print(lanes.run_id, flush=True)
+import signal
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+lanes.run([ci_lanes.Session("leaky-slow", "leaky", 600), ci_lanes.Session("slow", "slow", 600)])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_a_stopped_run_ends_every_session_it_started(tmp_path):
+    fake = tmp_path / "fake_nox.py"
+    fake.write_text(FAKE_NOX.replace("time.sleep(1.5)", "time.sleep(300)"))
+    runner = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_RUN, str(fake), str(tmp_path / "work")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    run_id = runner.stdout.readline().strip()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(ci_lanes.leftover_processes(f"{run_id}:slow")) < 1:
+        time.sleep(0.2)
+    time.sleep(1)  # the leaky session's daemon is started too
+    assert ci_lanes.leftover_processes(f"{run_id}:slow"), "the slow session never started"
+    runner.terminate()
+    assert runner.wait(timeout=60) == 143
+    runner.stdout.close()
+    assert ci_lanes.leftover_processes(f"{run_id}:slow") == []
+    assert ci_lanes.leftover_processes(f"{run_id}:leaky-slow") == []

@@ -136,30 +136,38 @@ class Lanes:
         return [*self.nox, "-f", str(clone / "noxfile.py"), "--envdir", str(envdir), "-s", session.run_name], clone
 
     def run(self, sessions: Sequence[Session], clock: Callable[[], float] = time.monotonic) -> float:
-        """Run every session; returns the wall time of the whole run."""
+        """Run every session; returns the wall time of the whole run. Stopped early, it ends every running session."""
         (self.work / "logs").mkdir(parents=True, exist_ok=True)
         waiting, running = list(sessions), {}
         started = clock()
-        while waiting or running:
-            while waiting and len(running) < self.lanes:
-                session = waiting.pop(0)
-                command, cwd = self._command(session)
-                log_path = self.work / "logs" / f"{session.slug}.log"
-                environment = {**os.environ, MARKER_VARIABLE: f"{self.run_id}:{session.slug}"}
-                log = log_path.open("w")
-                process = subprocess.Popen(
-                    command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True
-                )
-                running[process] = (session, log, log_path, clock())
-                print(f"lanes > {_stamp(clock() - started)} started {session.run_name}", file=self.out, flush=True)
-            time.sleep(0.5)
-            for process in [process for process in running if process.poll() is not None]:
-                session, log, log_path, began = running.pop(process)
-                log.close()
-                session.seconds, session.returncode = clock() - began, process.returncode
-                self._reap(session, process.pid)
-                self._report(session, log_path.read_text(errors="replace"), clock() - started)
+        try:
+            while waiting or running:
+                while waiting and len(running) < self.lanes:
+                    session = waiting.pop(0)
+                    running[self._start(session)] = (session, clock())
+                    print(f"lanes > {_stamp(clock() - started)} started {session.run_name}", file=self.out, flush=True)
+                time.sleep(0.5)
+                for process in [process for process in running if process.poll() is not None]:
+                    session, began = running.pop(process)
+                    session.seconds, session.returncode = clock() - began, process.returncode
+                    self._reap(session, process.pid)
+                    self._report(session, self.log_path(session).read_text(errors="replace"), clock() - started)
+        finally:
+            for process, (session, _) in running.items():
+                self._reap(session, process.pid)  # interrupted: nothing a session started outlives the run
         return clock() - started
+
+    def log_path(self, session: Session) -> Path:
+        return self.work / "logs" / f"{session.slug}.log"
+
+    def _start(self, session: Session) -> subprocess.Popen:
+        command, cwd = self._command(session)
+        environment = {**os.environ, MARKER_VARIABLE: f"{self.run_id}:{session.slug}"}
+        with self.log_path(session).open("w") as log:
+            # A session of its own, so the whole process group can be ended with the session.
+            return subprocess.Popen(
+                command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True
+            )
 
     def _reap(self, session: Session, pid: int) -> None:
         """Name and end what the session left running: its process group, and anything carrying its marker."""
@@ -241,13 +249,13 @@ def main(argv: Sequence[str], nox: Sequence[str], out: TextIO = sys.stdout) -> i
     except (ValueError, KeyError) as error:
         print(f"dev.py test: {error}", file=sys.stderr)
         return 2
+    # SIGTERM (CI's stop, `kill`) unwinds like Ctrl-C, so the running sessions are ended, not orphaned.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     lanes = Lanes(nox, max(1, arguments.lanes), arguments.fresh_clones, out, ROOT / WORK_FOLDER)
     where = "each in a fresh clone of HEAD" if arguments.fresh_clones else "in this checkout"
     print(f"lanes > {len(sessions)} sessions, {lanes.lanes} at a time, {where}", file=out, flush=True)
     wall = lanes.run(sessions)
-    logs = {
-        session.slug: (lanes.work / "logs" / f"{session.slug}.log").read_text(errors="replace") for session in sessions
-    }
+    logs = {session.slug: lanes.log_path(session).read_text(errors="replace") for session in sessions}
     return summarize(sessions, wall, whole_budget, logs, out)
 
 
