@@ -56,6 +56,10 @@ def _route_trainers(module: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.transformers_trainer").route_trainers(module)
 
 
+def _register_torch_habits(methods: ModuleType) -> None:
+    importlib.import_module("unsloth.mlx.compat.torch_habits")
+
+
 def _patch_trl(trl: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.trl_shim").patch_trl(trl)
 
@@ -79,6 +83,8 @@ def install_shims() -> None:
     # transformers' Trainer given an MLX model: the real class with torch, its placeholder without.
     hooks.after_import("transformers.trainer", _route_trainers)
     hooks.after_import("transformers.utils.dummy_pt_objects", _route_trainers)
+    # Every model loaded from here on answers torch's `parameters()`, `.dtype` and `.to()` (compat.torch_habits).
+    hooks.after_import("unsloth.mlx.models.methods", _register_torch_habits)
     # `from vllm import SamplingParams` gets a stand-in, while availability checks still see no vLLM.
     importlib.import_module("unsloth.mlx.compat.vllm_stand_in").install_vllm_stand_in()
     hooks.after_import("trl.import_utils", _patch_trl_vllm_check)
