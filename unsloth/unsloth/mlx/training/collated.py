@@ -106,7 +106,8 @@ def collate_row(collator: Callable[[List[Any]], Any], row: Any) -> CollatedRow:
             continue
         array = as_numpy(value)
         # A value per token (Gemma's token_type_ids, mm_token_type_ids) loses the padding the ids lose.
-        features[name] = array[:, keep] if array.shape[:2] == (1, width) else array
+        padded = not keep.all() and array.shape[:2] == (1, width)
+        features[name] = array[:, keep] if padded else array
     return CollatedRow(ids[0][keep].astype(np.int32), mask, features)
 
 
@@ -124,11 +125,13 @@ def refuse_text_features(rows: List[CollatedRow], collator: Any) -> None:
                 )
 
 
-def collator_inputs(dataset: Any, config: Any, tokenizer: Any, formatting_func: Any) -> List[Any]:
-    """The rows the collator is given: as they are when tokenized (or with skip_prepare_dataset), else tokenized
-    first into `{"input_ids": ...}`, as TRL prepares text rows before its collator sees them."""
+def collator_inputs(
+    dataset: Any, config: Any, tokenizer: Any = None, formatting_func: Any = None, raw: bool = False
+) -> List[Any]:
+    """The rows the collator is given: as they are when `raw`, tokenized, or with skip_prepare_dataset, else
+    tokenized first into `{"input_ids": ...}`, as TRL prepares text rows before its collator sees them."""
     rows = streamed_rows(dataset, config) if is_streamed(dataset) else dataset
-    if getattr(config, "skip_prepare_dataset", False) or IDS in columns(rows):
+    if raw or getattr(config, "skip_prepare_dataset", False) or IDS in columns(rows):
         return [rows[index] for index in range(len(rows))]
     encode = EncodeRows(
         tokenizer, config.dataset_text_field, formatting_func, int(config.max_seq_length), config.append_eos

@@ -104,7 +104,7 @@ class UnslothTrainer(MLXTrainer):
         # TRL's attribute names, which notebooks and helpers such as train_on_responses_only read.
         self.processing_class, self.processor = call.processing_class, call.processor
         if self.vision_collator is not None and self.processor is None:
-            self.processor = self.vision_collator.processor
+            self.processor = getattr(self.vision_collator, "processor", None)
         self.data_collator = self.vision_collator or call.data_collator
         self.show_prepared_rows()
         if self.vision_collator is not None:
