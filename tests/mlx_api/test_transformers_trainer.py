@@ -70,3 +70,14 @@ def test_what_transformers_trainer_would_run_in_torch_is_refused_by_name(load_pu
     model, tokenizer = load_public()
     with pytest.raises(NotImplementedError, match="compute_metrics"):
         Trainer(model=model, args=arguments(tmp_path), train_dataset=token_rows(tokenizer), compute_metrics=len)
+
+
+def test_seq2seq_trainers_own_positional_order_names_what_is_refused(load_public, tmp_path) -> None:
+    from transformers import Seq2SeqTrainer
+
+    model, tokenizer = load_public()
+    rows = token_rows(tokenizer)
+    # Seq2SeqTrainer's twelfth argument is preprocess_logits_for_metrics (Trainer's is optimizer_cls_and_kwargs).
+    positional = (arguments(tmp_path), None, rows, None, tokenizer, None, None, None, None, (None, None), len)
+    with pytest.raises(NotImplementedError, match="does not support preprocess_logits_for_metrics"):
+        Seq2SeqTrainer(model, *positional)

@@ -17,9 +17,8 @@ from ..models.methods import TOKENIZER_ATTRIBUTE
 from ..training.collated import own_collator
 from ..training.trainer import UnslothTrainer
 
-ROUTED = ("Trainer", "Seq2SeqTrainer")
 ROUTED_MARK = "__unsloth_mlx_routed__"
-# transformers' `Trainer.__init__` order, after `model`.
+# transformers' `Trainer.__init__` order after `model`; `Seq2SeqTrainer` takes no `optimizer_cls_and_kwargs` there.
 TRAINER_ORDER = (
     "args",
     "data_collator",
@@ -34,6 +33,10 @@ TRAINER_ORDER = (
     "optimizer_cls_and_kwargs",
     "preprocess_logits_for_metrics",
 )
+ORDERS = {
+    "Trainer": TRAINER_ORDER,
+    "Seq2SeqTrainer": tuple(n for n in TRAINER_ORDER if n != "optimizer_cls_and_kwargs"),
+}
 # transformers' own default when `args` is left out.
 DEFAULT_OUTPUT_DIR = "trainer_output"
 
@@ -52,14 +55,15 @@ def _default_arguments() -> Any:
 
 def mlx_trainer(kind: type, model: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> UnslothTrainer:
     """The MLX trainer for transformers' `kind(model, *args, **kwargs)`."""
-    if kind.__name__ not in ROUTED or not kind.__module__.startswith("transformers."):
+    if kind.__name__ not in ORDERS or not kind.__module__.startswith("transformers."):
         raise NotImplementedError(
-            f"{kind.__name__} (a subclass of transformers' {ROUTED[0]}) cannot train an MLX model: its overrides "
+            f"{kind.__name__} (a subclass of transformers' Trainer) cannot train an MLX model: its overrides "
             "run torch; use transformers' Trainer itself, or SFTTrainer / UnslothTrainer, which train on MLX"
         )
-    if len(args) > len(TRAINER_ORDER):
-        raise TypeError(f"{kind.__name__} takes at most {len(TRAINER_ORDER) + 1} positional arguments")
-    named = dict(zip(TRAINER_ORDER, args))
+    order = ORDERS[kind.__name__]
+    if len(args) > len(order):
+        raise TypeError(f"{kind.__name__} takes at most {len(order) + 1} positional arguments")
+    named = dict(zip(order, args))
     clashes = sorted(set(named) & set(kwargs))
     if clashes:
         raise TypeError(f"{kind.__name__} got multiple values for {', '.join(clashes)}")
@@ -94,7 +98,7 @@ def _routing_new(kind: type) -> Any:
 
 def route_trainers(module: ModuleType) -> None:
     """Patch `module`'s `Trainer` / `Seq2SeqTrainer` (real or placeholder) so an MLX model gets the MLX trainer."""
-    for name in ROUTED:
+    for name in ORDERS:
         kind = vars(module).get(name)
         current = kind.__dict__.get("__new__") if kind is not None else None
         if kind is None or getattr(getattr(current, "__func__", current), ROUTED_MARK, False):
