@@ -52,3 +52,14 @@ def test_a_model_with_torch_habits_still_trains(load_public, chat_rows, quiet_ar
     trainer.train()
     after = dict(tree_flatten(model.trainable_parameters()))
     assert any(not np.array_equal(before[name], np.asarray(after[name])) for name in before)
+
+
+def test_setting_requires_grad_freezes_and_unfreezes_the_weight(load_public) -> None:
+    model, _ = load_public(lora=True)
+    name, parameter = next((name, p) for name, p in model.named_parameters() if p.requires_grad)
+    parameter.requires_grad = False
+    assert name not in dict(tree_flatten(model.trainable_parameters()))
+    assert not dict(model.named_parameters())[name].requires_grad
+    frozen_name = next(name for name, p in model.named_parameters() if not p.requires_grad and "norm" in name)
+    dict(model.named_parameters())[frozen_name].requires_grad_(True)
+    assert frozen_name in dict(tree_flatten(model.trainable_parameters()))

@@ -62,12 +62,30 @@ def mlx_dtype(value: Any) -> Optional[Any]:
 
 
 class Parameter:
-    """One MLX array as torch's `parameters()` yields it: `.device`, `.dtype`, `.shape`, `numel()`, `requires_grad`."""
+    """One MLX array as torch's `parameters()` yields it: `.device`, `.dtype`, `.shape`, `numel()`, `requires_grad`
+    (which, set, freezes or unfreezes that weight in the model, as it would in torch)."""
 
-    __slots__ = ("data", "requires_grad")
+    __slots__ = ("data", "name", "_model", "_requires_grad")
 
-    def __init__(self, data: mx.array, requires_grad: bool) -> None:
-        self.data, self.requires_grad = data, requires_grad
+    def __init__(self, data: mx.array, requires_grad: bool, name: str = "", model: Any = None) -> None:
+        self.data, self.name, self._model, self._requires_grad = data, name, model, requires_grad
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        path, _, key = self.name.rpartition(".")
+        owner = dict(self._model.named_modules()).get(path) if self._model is not None else None
+        if owner is None or key not in owner:
+            raise NotImplementedError(f"requires_grad cannot be set on {self.name!r}: no module holds it by that name")
+        (owner.unfreeze if value else owner.freeze)(keys=[key], recurse=False)
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Parameter":
+        self.requires_grad = requires_grad
+        return self
 
     @property
     def device(self) -> Any:
@@ -115,7 +133,7 @@ class ParameterTree(dict):
     def named(self) -> Iterator[Tuple[str, Parameter]]:
         trainable = {name for name, _ in tree_flatten(self._model.trainable_parameters())}
         for name, array in tree_flatten(dict(self)):
-            yield name, Parameter(array, name in trainable)
+            yield name, Parameter(array, name in trainable, name, self._model)
 
     def __iter__(self) -> Iterator[Parameter]:  # type: ignore[override]
         return (parameter for _, parameter in self.named())
