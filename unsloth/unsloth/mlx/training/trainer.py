@@ -64,22 +64,21 @@ class UnslothTrainer(MLXTrainer):
         self._own_rows, self.vision_collator = own_rows_collator(
             model, call.processor, call.data_collator, call.train_dataset
         )
-        collated = self._own_rows is None and own_collator(call.data_collator)
-        if self._own_rows is None:
+        if self._own_rows is not None:
+            train, encoded = self._own_rows.encode(self.vision_collator, call.train_dataset, call.eval_dataset, config)
+            evaluation = prepared_rows(call.eval_dataset, config, config.skip_prepare_dataset)
+        elif own_collator(call.data_collator):
             refuse_masked_language_modeling(call.data_collator)
             refuse_completion_only_loss(completion_only)
-        if collated:
-            # A notebook's own collator reads the rows itself, images or audio included.
+            # A notebook's own collator reads the rows itself, and its batches become the token rows and masks.
             train, evaluation = (
                 collated_text_rows(call.data_collator, rows, config, call.tokenizer, call.formatting_func)
                 for rows in (call.train_dataset, call.eval_dataset)
             )
-        elif self._own_rows is None:
+        else:
+            refuse_completion_only_loss(completion_only)
             refuse_images(call.train_dataset, call.eval_dataset)
             train = prepared_rows(call.train_dataset, config, config.skip_prepare_dataset)
-        else:
-            train, encoded = self._own_rows.encode(self.vision_collator, call.train_dataset, call.eval_dataset, config)
-        if not collated:
             evaluation = prepared_rows(call.eval_dataset, config, config.skip_prepare_dataset)
         # The backend walks rows as `_epoch_batches` gives them; this trainer shows them in CUDA Unsloth's order.
         self.cuda_batch_order = settle_order(config, train.streamed)
