@@ -36,4 +36,4 @@ def test_the_vision_rows_register_with_the_trainer(trigger: str) -> None:
         [sys.executable, "-c", _CHECK.format(trigger=trigger)], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "['VisionOwnRows']"
+    assert result.stdout.strip().splitlines()[-1] == "['CollatedVisionRows', 'VisionOwnRows']"

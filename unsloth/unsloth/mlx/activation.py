@@ -3,7 +3,8 @@
 """Switch `unsloth` onto the MLX backend when the zoo's gate says so, without importing torch, trl or transformers.
 
 Only import hooks are registered here: `torch` gets its CUDA shims, `transformers`' `BatchEncoding` its `.to("cuda")`
-no-op, and `trl` its SFT patch (or a stand-in when absent), each when the program itself first imports it. A name
+no-op and its `Trainer` a route to the MLX trainer for an MLX model, and `trl` its SFT patch (or a stand-in when
+absent), each when the program itself first imports it. A name
 only the MLX path provides, asked for while that path is off, gets an error saying why it is off: an ImportError for
 `from unsloth import FastLanguageModel`, an AttributeError for any other lookup (`hasattr`, `getattr(..., None)`).
 """
@@ -51,6 +52,14 @@ def _patch_batch_feature(module: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.torch_shims").apply_batch_feature_shim(module)
 
 
+def _route_trainers(module: ModuleType) -> None:
+    importlib.import_module("unsloth.mlx.compat.transformers_trainer").route_trainers(module)
+
+
+def _register_torch_habits(methods: ModuleType) -> None:
+    importlib.import_module("unsloth.mlx.compat.torch_habits")
+
+
 def _patch_trl(trl: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.trl_shim").patch_trl(trl)
 
@@ -71,6 +80,11 @@ def install_shims() -> None:
     hooks.after_import(TOKENIZATION_MODULE, _patch_batch_encoding)
     hooks.after_import("transformers.feature_extraction_utils", _patch_batch_feature)
     hooks.after_import("torch", _patch_torch)
+    # transformers' Trainer given an MLX model: the real class with torch, its placeholder without.
+    hooks.after_import("transformers.trainer", _route_trainers)
+    hooks.after_import("transformers.utils.dummy_pt_objects", _route_trainers)
+    # Every model loaded from here on answers torch's `parameters()`, `.dtype` and `.to()` (compat.torch_habits).
+    hooks.after_import("unsloth.mlx.models.methods", _register_torch_habits)
     # `from vllm import SamplingParams` gets a stand-in, while availability checks still see no vLLM.
     importlib.import_module("unsloth.mlx.compat.vllm_stand_in").install_vllm_stand_in()
     hooks.after_import("trl.import_utils", _patch_trl_vllm_check)

@@ -51,6 +51,10 @@ def _is_shim(function: Any) -> bool:
     return bool(getattr(function, SHIM_MARK, False))
 
 
+# What follows the device in `Tensor.to(device, dtype, non_blocking, copy)`, as `torch.nn.Module.to` passes them.
+_AFTER_DEVICE = ("dtype", "non_blocking", "copy")
+
+
 def _tensor_to(original: Callable) -> Callable:
     @functools.wraps(original)
     def to(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -65,8 +69,12 @@ def _tensor_to(original: Callable) -> Callable:
         if not moved:
             return original(self, *args, **kwargs)
         # MLX shares one memory with the host, so a move to "cuda" alone leaves the tensor where it is.
-        still_asked = rest or {key for key in kwargs if key != "non_blocking"}
-        return original(self, *rest, **kwargs) if still_asked else self
+        asked = {**dict(zip(_AFTER_DEVICE, rest)), **kwargs}
+        # A module's `.to("cuda")` passes dtype=None for its integer buffers, which no overload without a device takes.
+        if asked.get("dtype", 0) is None:
+            del asked["dtype"]
+        still_asked = {key for key in asked if key != "non_blocking"}
+        return original(self, **asked) if still_asked else self
 
     return _marked(to)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import MethodType
-from typing import Any, Optional
+from typing import Any, Callable, List, Optional
 
 from ..chat.parts import refuse_unseen_parts
 from . import hub
@@ -21,6 +21,19 @@ from .generation import generate, read_generation_config
 TOKENIZER_ATTRIBUTE = "unsloth_tokenizer"
 # Notebooks move inputs with `.to(model.device)`; MLX shares memory with the host, and moves to "cuda" are no-ops here.
 MODEL_DEVICE = "cuda"
+# What a higher layer teaches every loaded model (compat's torch manners), registered there: layers import downwards.
+_MODEL_HABITS: List[Callable[[Any], None]] = []
+
+
+def register_model_habit(habit: Callable[[Any], None]) -> None:
+    if habit not in _MODEL_HABITS:
+        _MODEL_HABITS.append(habit)
+
+
+def apply_model_habits(model: Any) -> None:
+    """Run every registered habit on a freshly loaded model (text or vision)."""
+    for habit in _MODEL_HABITS:
+        habit(model)
 
 
 def hugging_face_config(folder: Optional[str], name_or_path: Optional[str]) -> Any:
@@ -95,6 +108,7 @@ def attach_methods(model: Any, tokenizer: Any, folder: Optional[str]) -> None:
     model.device = MODEL_DEVICE
     if tokenizer is not None:
         prepare_tokenizer(tokenizer)
+    apply_model_habits(model)
 
 
 def rebind_tokenizer(model: Any, tokenizer: Any) -> None:

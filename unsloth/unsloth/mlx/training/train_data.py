@@ -5,7 +5,7 @@
 A streamed `IterableDataset` is read for as many rows as `max_steps` needs (again from the start when it runs
 out, as Hugging Face's trainer does); rows with an `input_ids` column (or with `skip_prepare_dataset`) are used
 as they are and a `labels` column masked with -100 becomes the loss mask; image rows that no vision collator
-reads and collators that do more than pad are refused by name. Each epoch the rows are shown to the backend in
+reads are refused by name. Each epoch the rows are shown to the backend in
 CUDA Unsloth's order (drawn as torch draws it, without torch), and `trainer.train_dataset` shows TRL's prepared
 columns (`input_ids`, `attention_mask`, and `labels` once masked).
 """
@@ -45,16 +45,6 @@ def only_pads(collator: Any) -> bool:
     return not getattr(collator, "mlm", False) and not getattr(collator, "padding_free", False)
 
 
-def check_collator(collator: Any) -> None:
-    if collator is not None and not only_pads(collator):
-        raise NotImplementedError(
-            f"UnslothTrainer on MLX cannot use data_collator={describe(collator)}: the trainer pads batches "
-            "itself and accepts only the padding collators (DataCollatorForSeq2Seq, DataCollatorWithPadding, "
-            "DefaultDataCollator, and DataCollatorForLanguageModeling with mlm=False); "
-            "for response-only loss call train_on_responses_only(trainer) instead"
-        )
-
-
 IGNORE_INDEX = -100
 IMAGE_COLUMNS = ("images", "image")
 
@@ -91,7 +81,7 @@ def refuse_images(*datasets: Any) -> None:
             )
 
 
-def _streamed_rows(dataset: Any, config: Any) -> List[Any]:
+def streamed_rows(dataset: Any, config: Any) -> List[Any]:
     if config.max_steps is None or config.max_steps <= 0:
         raise ValueError(
             "a streamed dataset (IterableDataset) has no length, so set max_steps > 0 to say how long to train"
@@ -130,7 +120,7 @@ def prepared_rows(dataset: Any, config: Any, skip_prepare_dataset: bool) -> Prep
     if dataset is None:
         return PreparedRows(None, False, None)
     streamed = is_streamed(dataset)
-    rows = _streamed_rows(dataset, config) if streamed else dataset
+    rows = streamed_rows(dataset, config) if streamed else dataset
     # Rows that bring their input_ids are trained on them, as TRL and CUDA Unsloth do: the text is not re-tokenized.
     if skip_prepare_dataset or "input_ids" in columns(rows):
         return _tokenized(rows, int(config.max_seq_length))._replace(streamed=streamed)

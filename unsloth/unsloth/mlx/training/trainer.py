@@ -21,6 +21,7 @@ from unsloth_zoo.mlx.lora import warn_if_training_without_lora
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
 from .arguments import read_trainer_call
+from .collated import collated_text_rows, own_collator, refuse_masked_language_modeling
 from .embedding_rate import with_embedding_learning_rate
 from .own_rows import own_rows_collator, refuse_completion_only_loss
 from .packing import PackedTrainRows, packed_step, refuse_unpackable
@@ -28,7 +29,6 @@ from .quantized_training import refuse_quantized_base_without_lora
 from ..chat.responses_only import response_masked_cross_entropy
 from .train_data import (
     TrainRows,
-    check_collator,
     cuda_epoch_order,
     prepared_dataset,
     prepared_rows,
@@ -64,14 +64,22 @@ class UnslothTrainer(MLXTrainer):
         self._own_rows, self.vision_collator = own_rows_collator(
             model, call.processor, call.data_collator, call.train_dataset
         )
-        if self._own_rows is None:
-            check_collator(call.data_collator)
+        if self._own_rows is not None:
+            train, encoded = self._own_rows.encode(self.vision_collator, call.train_dataset, call.eval_dataset, config)
+            evaluation = prepared_rows(call.eval_dataset, config, config.skip_prepare_dataset)
+        elif own_collator(call.data_collator):
+            refuse_masked_language_modeling(call.data_collator)
+            refuse_completion_only_loss(completion_only)
+            # A notebook's own collator reads the rows itself, and its batches become the token rows and masks.
+            train, evaluation = (
+                collated_text_rows(call.data_collator, rows, config, call.tokenizer, call.formatting_func)
+                for rows in (call.train_dataset, call.eval_dataset)
+            )
+        else:
             refuse_completion_only_loss(completion_only)
             refuse_images(call.train_dataset, call.eval_dataset)
             train = prepared_rows(call.train_dataset, config, config.skip_prepare_dataset)
-        else:
-            train, encoded = self._own_rows.encode(self.vision_collator, call.train_dataset, call.eval_dataset, config)
-        evaluation = prepared_rows(call.eval_dataset, config, config.skip_prepare_dataset)
+            evaluation = prepared_rows(call.eval_dataset, config, config.skip_prepare_dataset)
         # The backend walks rows as `_epoch_batches` gives them; this trainer shows them in CUDA Unsloth's order.
         self.cuda_batch_order = settle_order(config, train.streamed)
         super().__init__(
@@ -95,7 +103,7 @@ class UnslothTrainer(MLXTrainer):
         # TRL's attribute names, which notebooks and helpers such as train_on_responses_only read.
         self.processing_class, self.processor = call.processing_class, call.processor
         if self.vision_collator is not None and self.processor is None:
-            self.processor = self.vision_collator.processor
+            self.processor = getattr(self.vision_collator, "processor", None)
         self.data_collator = self.vision_collator or call.data_collator
         self.show_prepared_rows()
         if self.vision_collator is not None:

@@ -26,6 +26,7 @@ from ..models.keywords import VISION_LOAD_USED, VISION_PEFT_USED, check_load_key
 from ..models.language import BASE_MODEL_ATTRIBUTE, _dtype, adapter_base, load_bits, print_trainable_parameters
 from ..models import hub
 from ..models.main_rank import write_on_main_rank_only
+from ..models.methods import apply_model_habits
 from ..models.quantize import QUANTIZATION_ATTRIBUTE, Quantization, model_quantization, quantize_model
 from .collator import UnslothVisionDataCollator
 from ..models.fast_inference import write_peft_beside
@@ -197,6 +198,7 @@ class FastVisionModel:
             attach_vision_fast_inference(model, processor)
         write_on_main_rank_only(model)
         write_on_main_rank_only(processor)
+        apply_model_habits(model)
         return request_gradient_checkpointing(model, kwargs), processor
 
     @staticmethod
