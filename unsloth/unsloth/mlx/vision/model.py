@@ -43,8 +43,8 @@ from .lora import (
     save_vision_adapter,
     vision_lora_settings,
 )
-from .backend import load_model_and_processor
-from .processors import save_processor
+from .backend import load_model_and_processor, model_family
+from .processors import REPO_CODE_MODEL_METHODS, save_processor
 
 __all__ = ["FastVisionModel", "UnslothVisionDataCollator"]
 
@@ -192,6 +192,8 @@ class FastVisionModel:
         model.save_pretrained_gguf = MethodType(_refuse_gguf, model)
         model.push_to_hub_gguf = MethodType(_refuse_gguf, model)
         attach_generate(model, processor)
+        for name, method in REPO_CODE_MODEL_METHODS.get(model_family(model), {}).items():
+            setattr(model, name, MethodType(method, model))
         attach_vision_save_lora(model)
         if kwargs.get("fast_inference"):
             # vLLM's calls (fast_generate, save_lora, load_lora), decoded by mlx-vlm.
