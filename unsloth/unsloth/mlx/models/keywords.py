@@ -93,6 +93,7 @@ TEXT_LOAD_USED = (
     "revision",
     "load_in_4bit",
     "load_in_8bit",
+    "load_in_fp8",
     "fast_inference",
     "use_gradient_checkpointing",
     "text_only",
@@ -102,6 +103,7 @@ VISION_LOAD_USED = (
     "revision",
     "load_in_4bit",
     "load_in_8bit",
+    "load_in_fp8",
     "fast_inference",
     "use_gradient_checkpointing",
 )

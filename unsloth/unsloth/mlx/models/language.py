@@ -44,7 +44,7 @@ from .keywords import (
     normalised_name,
 )
 from .methods import attach_methods, rebind_tokenizer
-from .quantize import model_quantization, quantize_model, requested_bits
+from .quantize import Quantization, as_quantization, model_quantization, quantize_model, requested_quantization
 
 logger = logging.getLogger(__name__)
 
@@ -166,25 +166,30 @@ def _saved_tokenizer(folder: Path) -> Any:
     return getattr(wrapper, "_tokenizer", wrapper)
 
 
-def load_bits(load_in_4bit: Any, load_in_8bit: Any, full_finetuning: Any) -> Optional[int]:
-    """The bits a load asks for; NotImplementedError when it also asks to train every (quantized) weight."""
-    bits = requested_bits(load_in_4bit, load_in_8bit)
-    if bits is not None and full_finetuning:
+def load_quantization(
+    load_in_4bit: Any, load_in_8bit: Any, full_finetuning: Any, load_in_fp8: Any = False
+) -> Optional[Quantization]:
+    """The quantization a load asks for; NotImplementedError when it also asks to train every (quantized) weight."""
+    quantization = requested_quantization(load_in_4bit, load_in_8bit, load_in_fp8)
+    if quantization is not None and full_finetuning:
         raise NotImplementedError(
-            f"full_finetuning=True with load_in_{bits}bit=True: quantized weights cannot be trained on MLX; "
+            f"full_finetuning=True with {quantization.load_flag}=True: quantized weights cannot be trained on MLX; "
             "load the model unquantized for a full fine-tune, or train LoRA adapters on the quantized base"
         )
-    return bits
+    return quantization
 
 
-def adapter_base(folder: Any, adapter: Dict[str, Any], bits: Optional[int]) -> Tuple[str, Optional[int]]:
-    """The base a saved adapter names, and the bits to load it in (the adapter's own unless the call asks)."""
+def adapter_base(
+    folder: Any, adapter: Dict[str, Any], quantization: Optional[Quantization]
+) -> Tuple[str, Dict[str, bool]]:
+    """The base a saved adapter names, and the load flags for it (the adapter's own quantization unless the call
+    asks for one)."""
     base = adapter.get("base_model_name_or_path")
     if not base:
         raise ValueError(f"{folder} holds an adapter without base_model_name_or_path; load its base instead")
-    if bits is None and adapter.get("quantization"):
-        bits = int(adapter["quantization"]["bits"])
-    return str(base), bits
+    if quantization is None and adapter.get("quantization"):
+        quantization = as_quantization(adapter["quantization"])
+    return str(base), {} if quantization is None else {quantization.load_flag: True}
 
 
 class FastLanguageModel:
@@ -199,20 +204,21 @@ class FastLanguageModel:
     ) -> Tuple[Any, Any]:
         """The model (a local folder or a Hub id) and its Hugging Face tokenizer.
 
-        `load_in_4bit=True` / `load_in_8bit=True` quantize the base (group size 64); `full_finetuning` needs no
+        `load_in_4bit=True` / `load_in_8bit=True` quantize the base (group size 64), `load_in_fp8=True` to MLX's
+        mxfp8 (group size 32); `full_finetuning` needs no
         switch here, since a model that never gets LoRA trains every weight, but a quantized base cannot be.
         """
         dtype = _dtype_or_torch_dtype(dtype, kwargs.pop("torch_dtype", None))
         check_load_keywords(kwargs.pop(ENTRY_POINT_KEYWORD, "FastLanguageModel.from_pretrained"), kwargs)
-        bits = load_bits(load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning)
+        quantization = load_quantization(
+            load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning, kwargs.get("load_in_fp8")
+        )
         token, revision = kwargs.get("token"), kwargs.get("revision")
         folder = resolve_model_folder(model_name, token=token, revision=revision)
         adapter = _adapter_config(folder)
         if adapter is not None:
-            base, bits = adapter_base(folder, adapter, bits)
-            model, tokenizer = FastLanguageModel.from_pretrained(
-                base, max_seq_length, dtype, load_in_4bit=bits == 4, load_in_8bit=bits == 8, token=token
-            )
+            base, flags = adapter_base(folder, adapter, quantization)
+            model, tokenizer = FastLanguageModel.from_pretrained(base, max_seq_length, dtype, token=token, **flags)
             saved = _saved_tokenizer(folder)
             if saved is not None:
                 rebind_tokenizer(model, saved)
@@ -224,8 +230,8 @@ class FastLanguageModel:
         chosen = _dtype(dtype)
         if chosen is not None:
             model.set_dtype(chosen)
-        if bits is not None:
-            quantize_model(model, bits)
+        if quantization is not None:
+            quantize_model(model, quantization)
         setattr(model, BASE_MODEL_ATTRIBUTE, str(model_name))
         setattr(model, FULL_FINETUNING_ATTRIBUTE, bool(full_finetuning))
         setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))

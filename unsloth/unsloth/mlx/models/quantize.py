@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`load_in_4bit` / `load_in_8bit` on MLX: affine quantization of the base with `mlx.nn.quantize`, and its undoing.
+"""`load_in_4bit` / `load_in_8bit` / `load_in_fp8` on MLX: the base quantized with `mlx.nn.quantize` (affine 4 or 8
+bits; `mxfp8` for fp8, as upstream's own MLX loader maps it), and its undoing.
 
 Every layer mlx can quantize (linears, the embedding, mlx_lm's SwitchLinear expert stacks) whose input width is a
 multiple of the group size is quantized, as mlx_lm's own quantize picks them (QLoRA puts LoRA on top); exports that need plain weights (merged safetensors, GGUF) work on a dequantized copy, so the
@@ -18,6 +19,7 @@ import mlx.nn as nn
 from mlx.utils import tree_unflatten
 
 GROUP_SIZE = 64
+AFFINE = "affine"
 QUANTIZATION_ATTRIBUTE = "unsloth_quantization"
 
 
@@ -27,25 +29,52 @@ class Quantization:
 
     bits: int
     group_size: int = GROUP_SIZE
+    mode: str = AFFINE
 
-    def as_dict(self) -> Dict[str, int]:
-        return asdict(self)
+    def as_dict(self) -> Dict[str, Any]:
+        """mlx_lm's `quantization` config entry; the mode is named only when it is not mlx_lm's default."""
+        values = asdict(self)
+        if self.mode == AFFINE:
+            del values["mode"]
+        return values
+
+    @property
+    def load_flag(self) -> str:
+        """The `from_pretrained` keyword that asks for this quantization."""
+        return "load_in_fp8" if self.mode == FP8.mode else f"load_in_{self.bits}bit"
 
 
-def requested_bits(load_in_4bit: Any, load_in_8bit: Any) -> Optional[int]:
-    """4, 8 or None; asking for both is an error rather than a silent choice."""
-    if load_in_4bit and load_in_8bit:
-        raise ValueError("load_in_4bit=True and load_in_8bit=True were both given; choose one")
+# MX FP8 (E4M3 values, one power-of-two scale per 32): upstream's MLX loader's format for load_in_fp8.
+FP8 = Quantization(8, 32, "mxfp8")
+
+
+def requested_quantization(load_in_4bit: Any, load_in_8bit: Any, load_in_fp8: Any = False) -> Optional[Quantization]:
+    """The quantization a load asks for, or None; asking for two is an error rather than a silent choice."""
+    asked = [name for name, value in (("4bit", load_in_4bit), ("8bit", load_in_8bit), ("fp8", load_in_fp8)) if value]
+    if len(asked) > 1:
+        raise ValueError(f"{' and '.join(f'load_in_{name}=True' for name in asked)} were given together; choose one")
     if load_in_4bit:
-        return 4
+        return Quantization(4)
     if load_in_8bit:
-        return 8
-    return None
+        return Quantization(8)
+    return FP8 if load_in_fp8 else None
 
 
-def _quantizable(path: str, module: Any) -> bool:
-    weight = getattr(module, "weight", None)
-    return hasattr(module, "to_quantized") and weight is not None and weight.shape[-1] % GROUP_SIZE == 0
+def as_quantization(value: "Quantization | int | Dict[str, Any]") -> Quantization:
+    """Bits, a saved `quantization` entry or a Quantization, as a Quantization."""
+    if isinstance(value, Quantization):
+        return value
+    if isinstance(value, dict):
+        return Quantization(int(value["bits"]), int(value.get("group_size", GROUP_SIZE)), value.get("mode", AFFINE))
+    return Quantization(int(value))
+
+
+def _quantizable_in_groups(group_size: int) -> Any:
+    def quantizable(path: str, module: Any) -> bool:
+        weight = getattr(module, "weight", None)
+        return hasattr(module, "to_quantized") and weight is not None and weight.shape[-1] % group_size == 0
+
+    return quantizable
 
 
 def _quantized_kinds() -> tuple:
@@ -54,14 +83,16 @@ def _quantized_kinds() -> tuple:
     return (nn.QuantizedLinear, nn.QuantizedEmbedding, QuantizedSwitchLinear)
 
 
-def quantize_model(model: Any, bits: int) -> Any:
-    """Quantize `model` in place to `bits` (4 or 8) with group size 64; returns it."""
-    if bits not in (4, 8):
-        raise ValueError(f"MLX quantizes the base to 4 or 8 bits, not {bits}")
-    if not any(_quantizable(path, module) for path, module in model.named_modules()):
-        raise ValueError(f"no linear layer of this model has an input width divisible by {GROUP_SIZE}")
-    nn.quantize(model, group_size=GROUP_SIZE, bits=bits, class_predicate=_quantizable)
-    setattr(model, QUANTIZATION_ATTRIBUTE, Quantization(bits))
+def quantize_model(model: Any, quantization: "Quantization | int") -> Any:
+    """Quantize `model` in place (4 or 8 bits affine with group size 64, or a Quantization such as FP8); returns it."""
+    chosen = as_quantization(quantization)
+    if chosen.bits not in (4, 8):
+        raise ValueError(f"MLX quantizes the base to 4 or 8 bits, not {chosen.bits}")
+    quantizable = _quantizable_in_groups(chosen.group_size)
+    if not any(quantizable(path, module) for path, module in model.named_modules()):
+        raise ValueError(f"no linear layer of this model has an input width divisible by {chosen.group_size}")
+    nn.quantize(model, group_size=chosen.group_size, bits=chosen.bits, mode=chosen.mode, class_predicate=quantizable)
+    setattr(model, QUANTIZATION_ATTRIBUTE, chosen)
     mx.eval(model.parameters())
     return model
 
@@ -74,7 +105,14 @@ def dense_layer(module: Any) -> Any:
     """The float layer a quantized linear, embedding or expert stack computes with."""
     from mlx_lm.models.switch_layers import QuantizedSwitchLinear, SwitchLinear
 
-    weight = mx.dequantize(module.weight, module.scales, module.biases, module.group_size, module.bits)
+    weight = mx.dequantize(
+        module.weight,
+        module.scales,
+        module.get("biases"),
+        group_size=module.group_size,
+        bits=module.bits,
+        mode=getattr(module, "mode", AFFINE),
+    )
     if isinstance(module, QuantizedSwitchLinear):
         experts, out_features, in_features = weight.shape
         stack = SwitchLinear(in_features, out_features, experts, bias="bias" in module)

@@ -93,7 +93,7 @@ class FastModel(FastTextModel):
                 model_name, max_seq_length, dtype, load_in_4bit, load_in_8bit, full_finetuning, **kwargs
             )
         if load_in_4bit is None:
-            load_in_4bit = not full_finetuning and not load_in_8bit
+            load_in_4bit = not full_finetuning and not load_in_8bit and not kwargs.get("load_in_fp8")
         auto_model = kwargs.pop("auto_model", None)
         model, processor = FastVisionModel.from_pretrained(
             model_name,
