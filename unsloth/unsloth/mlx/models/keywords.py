@@ -107,7 +107,7 @@ VISION_LOAD_USED = (
     "fast_inference",
     "use_gradient_checkpointing",
 )
-TEXT_PEFT_USED = ("modules_to_save", "use_gradient_checkpointing")
+TEXT_PEFT_USED = ("modules_to_save", "use_gradient_checkpointing", "qat_scheme")
 VISION_PEFT_USED = (
     "finetune_vision_layers",
     "finetune_audio_layers",

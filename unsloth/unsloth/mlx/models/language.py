@@ -23,6 +23,7 @@ from mlx.utils import tree_flatten
 from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files, trains_adapters_only
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
+from unsloth_zoo.mlx.qat import prepare_qat, qat_scheme
 from unsloth_zoo.mlx.lora import (
     DEFAULT_TARGETS,
     FULL_FINETUNING_ATTRIBUTE,
@@ -44,7 +45,15 @@ from .keywords import (
     normalised_name,
 )
 from .methods import attach_methods, rebind_tokenizer
-from .quantize import Quantization, as_quantization, model_quantization, quantize_model, requested_quantization
+from .quantize import (
+    Quantization,
+    as_quantization,
+    convert_qat_model,
+    model_quantization,
+    qat_scheme_named,
+    quantize_model,
+    requested_quantization,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +112,33 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
+
+
+def save_pretrained_torchao(
+    model: Any,
+    save_directory: str | Path,
+    tokenizer: Any = None,
+    torchao_config: Any = None,
+    push_to_hub: bool = False,
+    token: Any = None,
+) -> None:
+    """A model trained with `qat_scheme`, converted (if the notebook's `quantize_` cell did not already) and saved
+    whole in MLX's quantized format, which mlx_lm loads; torchao's own formats need torch and are not written."""
+    if torchao_config is not None or push_to_hub:
+        raise NotImplementedError(
+            "save_pretrained_torchao on MLX saves a model trained with get_peft_model(qat_scheme=...) locally, in "
+            "MLX's quantized format; for post-training quantization use save_pretrained_merged(save_method="
+            "'merged_4bit'), and push_to_hub_merged to upload"
+        )
+    if qat_scheme(model) is not None:
+        convert_qat_model(model)
+    if model_quantization(model) is None or lora_settings(model) is not None:
+        raise ValueError(
+            "save_pretrained_torchao: this model was not trained with get_peft_model(qat_scheme=...), so there is no "
+            "quantization to save; pass qat_scheme when adding LoRA, or use save_pretrained_merged"
+        )
+    _save_pretrained(model, save_directory, tokenizer)
+    print(f"Unsloth: saved the quantization-aware trained model in MLX's quantized format to {save_directory}")
 
 
 def _adapter_config(folder: Path) -> Optional[Dict[str, Any]]:
@@ -268,6 +304,12 @@ class FastLanguageModel:
             print("Unsloth: Full finetuning is enabled, so .get_peft_model has no effect")
             return request_gradient_checkpointing(model, kwargs)
         targets, strict = _peft_targets(target_modules, kwargs.get("modules_to_save"))
+        scheme = None if kwargs.get("qat_scheme") is None else qat_scheme_named(kwargs["qat_scheme"])
+        if scheme is not None and model_quantization(model) is not None:
+            raise NotImplementedError(
+                f"qat_scheme={scheme.name!r} with a {model_quantization(model).load_flag}=True base: quantization-"
+                "aware training fake-quantizes float weights; load the model with load_in_4bit=False"
+            )
         # rsLoRA scales by alpha / sqrt(r) instead of alpha / r; the backend divides by r, so alpha carries sqrt(r).
         alpha = lora_alpha * math.sqrt(r) if use_rslora else lora_alpha
         mx.random.seed(int(random_state))
@@ -283,6 +325,9 @@ class FastLanguageModel:
             strict=strict,
         )
         model.print_trainable_parameters = MethodType(print_trainable_parameters, model)
+        if scheme is not None:
+            prepare_qat(model, scheme)
+            model.save_pretrained_torchao = MethodType(save_pretrained_torchao, model)
         if max_seq_length is not None:
             setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))
         return request_gradient_checkpointing(model, kwargs)

@@ -18,6 +18,8 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_unflatten
 
+from unsloth_zoo.mlx.qat import QatScheme, convert_qat, qat_scheme
+
 GROUP_SIZE = 64
 AFFINE = "affine"
 QUANTIZATION_ATTRIBUTE = "unsloth_quantization"
@@ -149,3 +151,42 @@ def dequantized_copy(model: Any) -> Any:
     setattr(duplicate, QUANTIZATION_ATTRIBUTE, None)
     mx.eval(duplicate.parameters())
     return duplicate
+
+
+# ---- qat_scheme: the MLX quantization a scheme trains against, or why it cannot ------------------------------
+
+# torchao's Int4WeightOnlyConfig(group_size=128), CUDA Unsloth's "int4", is affine 4-bit in groups of 128, as MLX's is.
+QAT_SCHEMES = {"int4": QatScheme("int4", bits=4, group_size=128)}
+_ACTIVATIONS = (
+    "it quantizes each token's activations at run time as well as the weights ({}); MLX's quantized layers multiply "
+    "float activations, so no MLX model computes what it would train; use qat_scheme='int4'"
+)
+QAT_REFUSED = {
+    "int8-int4": _ACTIVATIONS.format("int8 activations, int4 weights, for ExecuTorch"),
+    "phone-deployment": _ACTIVATIONS.format("CUDA Unsloth's name for int8-int4: int8 activations, int4 weights"),
+    "fp8-int4": _ACTIVATIONS.format("fp8 activations, int4 weights"),
+    "fp8-fp8": _ACTIVATIONS.format("fp8 activations and weights"),
+    "int8": "it quantizes each weight row as one group; MLX's groups hold 32, 64 or 128 weights",
+    "cactus": "it quantizes int8 symmetrically for the Cactus runtime, which reads no MLX files",
+}
+
+
+def qat_scheme_named(value: Any) -> QatScheme:
+    """The scheme a notebook's `qat_scheme` names; a scheme MLX cannot train faithfully is refused with the reason."""
+    if value in QAT_SCHEMES:
+        return QAT_SCHEMES[value]
+    if value in QAT_REFUSED:
+        raise NotImplementedError(f"qat_scheme={value!r} on MLX: {QAT_REFUSED[value]}")
+    raise ValueError(f"qat_scheme={value!r} is not one of {', '.join([*QAT_SCHEMES, *QAT_REFUSED])}")
+
+
+def convert_qat_model(model: Any) -> Any:
+    """torchao's convert step: the adapters folded in and the covered linears quantized as they trained; the model is
+    then a quantized model without LoRA, which `save_pretrained` writes whole."""
+    from unsloth_zoo.mlx.lora import SETTINGS_ATTRIBUTE
+
+    scheme = qat_scheme(model)
+    convert_qat(model)
+    setattr(model, SETTINGS_ATTRIBUTE, None)
+    setattr(model, QUANTIZATION_ATTRIBUTE, Quantization(scheme.bits, scheme.group_size, scheme.mode))
+    return model
