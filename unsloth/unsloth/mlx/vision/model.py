@@ -131,6 +131,16 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
         save_processor(tokenizer, folder)
 
 
+def _save_pretrained_merged(
+    model: Any, save_directory: str | Path, tokenizer: Any = None, save_method: str = "merged_16bit", **kwargs: Any
+) -> Path:
+    """The merged model, or for save_method="lora" the adapter as `save_pretrained` writes it (as for text models)."""
+    if save_method == "lora":
+        _save_pretrained(model, save_directory, tokenizer)
+        return Path(save_directory)
+    return save_vision_merged(model, save_directory, tokenizer, save_method, **kwargs)
+
+
 def _quantize_language(model: Any, quantization: Quantization) -> None:
     quantize_model(model.language_model, quantization)
     setattr(model, QUANTIZATION_ATTRIBUTE, quantization)
@@ -180,7 +190,7 @@ class FastVisionModel:
         setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, int(max_seq_length or DEFAULT_MAX_SEQ_LENGTH))
         setattr(model, SOURCE_FOLDER_ATTRIBUTE, str(folder))
         model.save_pretrained = MethodType(_save_pretrained, model)
-        model.save_pretrained_merged = MethodType(save_vision_merged, model)
+        model.save_pretrained_merged = MethodType(_save_pretrained_merged, model)
         model.print_trainable_parameters = MethodType(print_trainable_parameters, model)
         # The text models' pushes, each uploading what the matching save writes here.
         model.push_to_hub = MethodType(hub.model_push_to_hub, model)
