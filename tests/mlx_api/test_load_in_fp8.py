@@ -75,3 +75,15 @@ def test_fp8_with_4_or_8_bit_is_refused(tiny_model_dir: Path) -> None:
 
     with pytest.raises(ValueError, match="choose one"):
         FastLanguageModel.from_pretrained(str(tiny_model_dir), load_in_8bit=True, load_in_fp8=True)
+
+
+def test_fast_vision_model_quantizes_its_language_model_to_mxfp8(tmp_path: Path) -> None:
+    import mlx.nn as nn
+
+    from tools.kits.tiny_vlm_model import build_tiny_qwen25_vl
+    from unsloth import FastVisionModel
+
+    model, _ = FastVisionModel.from_pretrained(str(build_tiny_qwen25_vl(tmp_path / "vlm")), load_in_fp8=True)
+    language = [m for _, m in model.language_model.named_modules() if isinstance(m, nn.QuantizedLinear)]
+    assert language and {(m.bits, m.group_size, m.mode) for m in language} == {(8, 32, "mxfp8")}
+    assert not [m for _, m in model.vision_tower.named_modules() if isinstance(m, nn.QuantizedLinear)]

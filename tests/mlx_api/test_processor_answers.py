@@ -29,8 +29,10 @@ def vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     built: Dict[str, Path] = {}
 
     def build(family: str) -> Path:
+        from tools.kits.tiny_vlm_gemma3n import build_tiny_gemma3n
+
         if family not in built:
-            built[family] = BUILDERS[family](root / family)
+            built[family] = {**BUILDERS, "gemma3n": build_tiny_gemma3n}[family](root / family)
         return built[family]
 
     return build
@@ -62,7 +64,7 @@ def test_vision_processor_answers_as_the_notebooks_read_it(family: str, vlm_dir:
     _check_answers(processor)
 
 
-@pytest.mark.parametrize("family", ["gemma4", "qwen3_5"])
+@pytest.mark.parametrize("family", ["gemma4", "gemma3n", "qwen3_5"])
 def test_fast_model_processor_has_pad_token_id(family: str, vlm_dir: Callable[[str], Path]) -> None:
     """The Gemma 4 and Gemma 3n text notebooks decode labels with `tokenizer.pad_token_id` on FastModel's processor,
     and the ERNIE collator sets it when it is None; a value set on the processor reaches its tokenizer."""
