@@ -131,10 +131,22 @@ def test_qat_adapter_merged_and_quantized_beats_one_trained_without_qat(wide_mod
 
 
 def test_save_pretrained_torchao_writes_the_mlx_quantized_model(wide_model_dir: Path, tmp_path: Path) -> None:
+    """The notebook's order: convert, the adapter's save_pretrained (CUDA's peft model still holds the adapter after
+    convert), then save_pretrained_torchao."""
     import mlx.core as mx
     from mlx_lm import load
+    from torchao.quantization import quantize_
+    from torchao.quantization.qat import QATConfig
+
+    from unsloth import FastLanguageModel
 
     model, tokenizer = _trained(wide_model_dir, tmp_path, steps=2, qat_scheme="int4")
+    trained_b = np.array(model.layers[0].self_attn.q_proj.lora_b)
+    quantize_(model, QATConfig(step="convert"))
+    model.save_pretrained(str(tmp_path / "qwen_lora"))
+    assert "quantization" not in json.loads((tmp_path / "qwen_lora" / "adapter_config.json").read_text())
+    reloaded, _ = FastLanguageModel.from_pretrained(str(tmp_path / "qwen_lora"))
+    np.testing.assert_array_equal(np.array(reloaded.layers[0].self_attn.q_proj.lora_b), trained_b)
     model.save_pretrained_torchao(str(tmp_path / "model"), tokenizer)
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config["quantization"] == {"bits": 4, "group_size": GROUP}

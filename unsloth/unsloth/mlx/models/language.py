@@ -46,6 +46,7 @@ from .keywords import (
 )
 from .methods import attach_methods, rebind_tokenizer
 from .quantize import (
+    CONVERTED_ADAPTER_ATTRIBUTE,
     Quantization,
     as_quantization,
     convert_qat_model,
@@ -96,6 +97,18 @@ def _clamped_length(model: Any, requested: Optional[int]) -> int:
 def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = None) -> None:
     """Adapters (with their mlx_lm config) for a LoRA model, all weights otherwise."""
     folder = Path(save_directory)
+    converted = getattr(model, CONVERTED_ADAPTER_ATTRIBUTE, None)
+    if converted is not None:
+        # After torchao's convert step the trained adapter is written, as CUDA's peft model still holds it.
+        settings, adapter = converted
+        folder.mkdir(parents=True, exist_ok=True)
+        mx.save_safetensors(str(folder / ADAPTERS_FILE), adapter)
+        (folder / ADAPTER_CONFIG_FILE).write_text(
+            json.dumps(settings.adapter_config(), indent=2) + "\n", encoding="utf-8"
+        )
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(folder))
+        return
     quantization = model_quantization(model)
     if quantization is None or lora_settings(model) is not None:
         save_model_files(folder, model, tokenizer)
@@ -104,7 +117,12 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
         if settings is not None and not settings.modules_to_save and trains_adapters_only(model):
             write_peft_beside(model, folder, peft_config(model))
         return
-    # A quantized base without LoRA is saved whole, its config saying how, so mlx_lm quantizes the skeleton to match.
+    _save_whole(model, folder, tokenizer)
+
+
+def _save_whole(model: Any, folder: Path, tokenizer: Any) -> None:
+    """A quantized model saved whole, its config saying how, so mlx_lm quantizes the skeleton to match."""
+    quantization = model_quantization(model)
     folder.mkdir(parents=True, exist_ok=True)
     weights = dict(tree_flatten(model.parameters()))
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
@@ -137,7 +155,7 @@ def save_pretrained_torchao(
             "save_pretrained_torchao: this model was not trained with get_peft_model(qat_scheme=...), so there is no "
             "quantization to save; pass qat_scheme when adding LoRA, or use save_pretrained_merged"
         )
-    _save_pretrained(model, save_directory, tokenizer)
+    _save_whole(model, Path(save_directory), tokenizer)
     print(f"Unsloth: saved the quantization-aware trained model in MLX's quantized format to {save_directory}")
 
 

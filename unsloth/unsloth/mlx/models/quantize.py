@@ -23,6 +23,8 @@ from unsloth_zoo.mlx.qat import QatScheme, convert_qat, qat_scheme
 GROUP_SIZE = 64
 AFFINE = "affine"
 QUANTIZATION_ATTRIBUTE = "unsloth_quantization"
+# The LoRA settings and adapter weights a QAT model had before torchao's convert step folded them in.
+CONVERTED_ADAPTER_ATTRIBUTE = "unsloth_converted_adapter"
 
 
 @dataclass(frozen=True)
@@ -183,9 +185,16 @@ def qat_scheme_named(value: Any) -> QatScheme:
 def convert_qat_model(model: Any) -> Any:
     """torchao's convert step: the adapters folded in and the covered linears quantized as they trained; the model is
     then a quantized model without LoRA, which `save_pretrained` writes whole."""
-    from unsloth_zoo.mlx.lora import SETTINGS_ATTRIBUTE
+    from mlx.utils import tree_flatten
+
+    from unsloth_zoo.mlx.lora import SETTINGS_ATTRIBUTE, lora_settings
 
     scheme = qat_scheme(model)
+    settings = lora_settings(model)
+    if settings is not None:
+        # CUDA's peft keeps the adapter beside the converted base, so the notebook's save_pretrained still writes it.
+        adapter = dict(tree_flatten(model.trainable_parameters()))
+        setattr(model, CONVERTED_ADAPTER_ATTRIBUTE, (settings, adapter))
     convert_qat(model)
     setattr(model, SETTINGS_ATTRIBUTE, None)
     setattr(model, QUANTIZATION_ATTRIBUTE, Quantization(scheme.bits, scheme.group_size, scheme.mode))
