@@ -52,5 +52,3 @@ def test_the_lfm2_5_grpo_notebooks_load_call(load_public) -> None:
             max_seq_length=256, load_in_4bit=False, fast_inference=False, max_lora_rank=32, load_in_fp8=False
         )
     assert tokenizer("a")["input_ids"]
-    with pytest.raises(NotImplementedError, match=r"cannot honour load_in_fp8=True"):
-        load_public(load_in_fp8=True)

@@ -150,7 +150,7 @@ def test_get_peft_model_accepts_upstreams_default(entry: str, keyword: str, tiny
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 @pytest.mark.parametrize(
     ("keyword", "value"),
-    [("load_in_fp8", True), ("float8_kv_cache", True), ("qat_scheme", "int4"), ("rope_scaling", {"factor": 2.0})],
+    [("float8_kv_cache", True), ("qat_scheme", "int4"), ("rope_scaling", {"factor": 2.0})],
 )
 def test_from_pretrained_refuses_what_mlx_cannot_honour_by_name(
     entry: str, keyword: str, value: Any, tiny_model_dir: Path, vision_dir

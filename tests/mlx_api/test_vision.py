@@ -509,8 +509,8 @@ def test_adapter_and_merged_model_reload_with_the_same_logits(trained, tmp_path)
     FastVisionModel.for_inference(merged)
     assert np.abs(batch_logits(merged, merged_processor, family, "yellow") - expected).max() < 1e-3
     assert answer(merged, merged_processor, family, "yellow") == "It is yellow."
-    with pytest.raises(NotImplementedError, match="merged_4bit"):
-        model.save_pretrained_merged(str(tmp_path / "four"), processor, save_method="merged_4bit")
+    with pytest.raises(NotImplementedError, match="mxfp4"):
+        model.save_pretrained_merged(str(tmp_path / "mx"), processor, save_method="mxfp4")
 
 
 def test_checkpoints_and_the_output_folder_reload_as_vision_adapters(vision_dirs, tmp_path) -> None:

@@ -804,6 +804,11 @@ def build_tiny_ernie4_5_moe_vl(folder: str | Path, *, seed: int = 0, vocab_size:
     config = {
         "model_type": "ernie4_5_moe_vl",
         "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"],
+        # The Hub repo ships its own model code, which the notebook loads with auto_model=AutoModelForCausalLM.
+        "auto_map": {
+            "AutoModel": "modeling_ernie_45t_vl.Ernie4_5_VLMoeForConditionalGeneration",
+            "AutoModelForCausalLM": "modeling_ernie_45t_vl.Ernie4_5_VLMoeForConditionalGeneration",
+        },
         "im_patch_id": ids["<|IMAGE_PLACEHOLDER|>"],
         "image_token_id": ids["<|IMAGE_PLACEHOLDER|>"],
         "video_token_id": ids["<|IMAGE_PLACEHOLDER|>"],

@@ -29,7 +29,7 @@ FAMILY_ENTRY_POINTS = (
 _PUBLIC = {
     "UnslothTrainingArguments": "training.arguments",
     "UnslothTrainer": "training.trainer",
-    "FastLanguageModel": "models.language",
+    "FastLanguageModel": "vision.fast_model",
     "FastModel": "vision.fast_model",
     "get_chat_template": "chat.templates",
     "train_on_responses_only": "chat.responses_only",

@@ -72,6 +72,14 @@ def _patch_trl_vllm_check(module: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.vllm_stand_in").patch_trl_vllm_check(module)
 
 
+def _fill_torchao_stand_in(module: ModuleType) -> None:
+    importlib.import_module("unsloth.mlx.compat.torchao_stand_in").fill_torchao(module)
+
+
+def _patch_torchao(module: ModuleType) -> None:
+    importlib.import_module("unsloth.mlx.compat.torchao_stand_in").patch_torchao_quantize(module)
+
+
 def install_shims() -> None:
     """Register every shim; idempotent, and a module already imported is patched at once."""
     hooks = import_hooks()
@@ -85,6 +93,11 @@ def install_shims() -> None:
     hooks.after_import("transformers.utils.dummy_pt_objects", _route_trainers)
     # Every model loaded from here on answers torch's `parameters()`, `.dtype` and `.to()` (compat.torch_habits).
     hooks.after_import("unsloth.mlx.models.methods", _register_torch_habits)
+    # The QAT notebooks' convert cell: torchao's `quantize_` and `QATConfig`, a stand-in when torchao is absent.
+    for name in ("torchao", "torchao.quantization", "torchao.quantization.qat"):
+        hooks.stand_in(name, _fill_torchao_stand_in)
+    hooks.after_import("torchao", _patch_torchao)
+    hooks.after_import("torchao.quantization", _patch_torchao)
     # `from vllm import SamplingParams` gets a stand-in, while availability checks still see no vLLM.
     importlib.import_module("unsloth.mlx.compat.vllm_stand_in").install_vllm_stand_in()
     hooks.after_import("trl.import_utils", _patch_trl_vllm_check)

@@ -223,7 +223,12 @@ def _unquantized(module: Any) -> Any:
     if not isinstance(module, (nn.QuantizedEmbedding, nn.QuantizedLinear)):
         return module
     weight = mx.dequantize(
-        module.weight, module.scales, module.get("biases"), group_size=module.group_size, bits=module.bits
+        module.weight,
+        module.scales,
+        module.get("biases"),
+        group_size=module.group_size,
+        bits=module.bits,
+        mode=getattr(module, "mode", "affine"),
     )
     if isinstance(module, nn.QuantizedEmbedding):
         plain = nn.Embedding(*weight.shape)

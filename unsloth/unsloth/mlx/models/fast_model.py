@@ -90,7 +90,7 @@ class FastModel(FastLanguageModel):
     ) -> Tuple[Any, Any]:
         """As `FastLanguageModel.from_pretrained`; 4-bit by default, unquantized when `full_finetuning=True`."""
         if load_in_4bit is None:
-            load_in_4bit = not full_finetuning and not load_in_8bit
+            load_in_4bit = not full_finetuning and not load_in_8bit and not kwargs.get("load_in_fp8")
         auto_model = kwargs.pop("auto_model", None)
         model, tokenizer = FastLanguageModel.from_pretrained(
             model_name,

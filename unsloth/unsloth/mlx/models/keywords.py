@@ -93,6 +93,7 @@ TEXT_LOAD_USED = (
     "revision",
     "load_in_4bit",
     "load_in_8bit",
+    "load_in_fp8",
     "fast_inference",
     "use_gradient_checkpointing",
     "text_only",
@@ -102,10 +103,11 @@ VISION_LOAD_USED = (
     "revision",
     "load_in_4bit",
     "load_in_8bit",
+    "load_in_fp8",
     "fast_inference",
     "use_gradient_checkpointing",
 )
-TEXT_PEFT_USED = ("modules_to_save", "use_gradient_checkpointing")
+TEXT_PEFT_USED = ("modules_to_save", "use_gradient_checkpointing", "qat_scheme")
 VISION_PEFT_USED = (
     "finetune_vision_layers",
     "finetune_audio_layers",

@@ -23,6 +23,7 @@ from mlx.utils import tree_flatten
 from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files, trains_adapters_only
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
+from unsloth_zoo.mlx.qat import prepare_qat, qat_scheme
 from unsloth_zoo.mlx.lora import (
     DEFAULT_TARGETS,
     FULL_FINETUNING_ATTRIBUTE,
@@ -44,7 +45,16 @@ from .keywords import (
     normalised_name,
 )
 from .methods import attach_methods, rebind_tokenizer
-from .quantize import model_quantization, quantize_model, requested_bits
+from .quantize import (
+    CONVERTED_ADAPTER_ATTRIBUTE,
+    Quantization,
+    as_quantization,
+    convert_qat_model,
+    model_quantization,
+    qat_scheme_named,
+    quantize_model,
+    requested_quantization,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +97,18 @@ def _clamped_length(model: Any, requested: Optional[int]) -> int:
 def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = None) -> None:
     """Adapters (with their mlx_lm config) for a LoRA model, all weights otherwise."""
     folder = Path(save_directory)
+    converted = getattr(model, CONVERTED_ADAPTER_ATTRIBUTE, None)
+    if converted is not None:
+        # After torchao's convert step the trained adapter is written, as CUDA's peft model still holds it.
+        settings, adapter = converted
+        folder.mkdir(parents=True, exist_ok=True)
+        mx.save_safetensors(str(folder / ADAPTERS_FILE), adapter)
+        (folder / ADAPTER_CONFIG_FILE).write_text(
+            json.dumps(settings.adapter_config(), indent=2) + "\n", encoding="utf-8"
+        )
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(folder))
+        return
     quantization = model_quantization(model)
     if quantization is None or lora_settings(model) is not None:
         save_model_files(folder, model, tokenizer)
@@ -95,7 +117,12 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
         if settings is not None and not settings.modules_to_save and trains_adapters_only(model):
             write_peft_beside(model, folder, peft_config(model))
         return
-    # A quantized base without LoRA is saved whole, its config saying how, so mlx_lm quantizes the skeleton to match.
+    _save_whole(model, folder, tokenizer)
+
+
+def _save_whole(model: Any, folder: Path, tokenizer: Any) -> None:
+    """A quantized model saved whole, its config saying how, so mlx_lm quantizes the skeleton to match."""
+    quantization = model_quantization(model)
     folder.mkdir(parents=True, exist_ok=True)
     weights = dict(tree_flatten(model.parameters()))
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
@@ -103,6 +130,33 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
+
+
+def save_pretrained_torchao(
+    model: Any,
+    save_directory: str | Path,
+    tokenizer: Any = None,
+    torchao_config: Any = None,
+    push_to_hub: bool = False,
+    token: Any = None,
+) -> None:
+    """A model trained with `qat_scheme`, converted (if the notebook's `quantize_` cell did not already) and saved
+    whole in MLX's quantized format, which mlx_lm loads; torchao's own formats need torch and are not written."""
+    if torchao_config is not None or push_to_hub:
+        raise NotImplementedError(
+            "save_pretrained_torchao on MLX saves a model trained with get_peft_model(qat_scheme=...) locally, in "
+            "MLX's quantized format; for post-training quantization use save_pretrained_merged(save_method="
+            "'merged_4bit'), and push_to_hub_merged to upload"
+        )
+    if qat_scheme(model) is not None:
+        convert_qat_model(model)
+    if model_quantization(model) is None or lora_settings(model) is not None:
+        raise ValueError(
+            "save_pretrained_torchao: this model was not trained with get_peft_model(qat_scheme=...), so there is no "
+            "quantization to save; pass qat_scheme when adding LoRA, or use save_pretrained_merged"
+        )
+    _save_whole(model, Path(save_directory), tokenizer)
+    print(f"Unsloth: saved the quantization-aware trained model in MLX's quantized format to {save_directory}")
 
 
 def _adapter_config(folder: Path) -> Optional[Dict[str, Any]]:
@@ -166,25 +220,30 @@ def _saved_tokenizer(folder: Path) -> Any:
     return getattr(wrapper, "_tokenizer", wrapper)
 
 
-def load_bits(load_in_4bit: Any, load_in_8bit: Any, full_finetuning: Any) -> Optional[int]:
-    """The bits a load asks for; NotImplementedError when it also asks to train every (quantized) weight."""
-    bits = requested_bits(load_in_4bit, load_in_8bit)
-    if bits is not None and full_finetuning:
+def load_quantization(
+    load_in_4bit: Any, load_in_8bit: Any, full_finetuning: Any, load_in_fp8: Any = False
+) -> Optional[Quantization]:
+    """The quantization a load asks for; NotImplementedError when it also asks to train every (quantized) weight."""
+    quantization = requested_quantization(load_in_4bit, load_in_8bit, load_in_fp8)
+    if quantization is not None and full_finetuning:
         raise NotImplementedError(
-            f"full_finetuning=True with load_in_{bits}bit=True: quantized weights cannot be trained on MLX; "
+            f"full_finetuning=True with {quantization.load_flag}=True: quantized weights cannot be trained on MLX; "
             "load the model unquantized for a full fine-tune, or train LoRA adapters on the quantized base"
         )
-    return bits
+    return quantization
 
 
-def adapter_base(folder: Any, adapter: Dict[str, Any], bits: Optional[int]) -> Tuple[str, Optional[int]]:
-    """The base a saved adapter names, and the bits to load it in (the adapter's own unless the call asks)."""
+def adapter_base(
+    folder: Any, adapter: Dict[str, Any], quantization: Optional[Quantization]
+) -> Tuple[str, Dict[str, bool]]:
+    """The base a saved adapter names, and the load flags for it (the adapter's own quantization unless the call
+    asks for one)."""
     base = adapter.get("base_model_name_or_path")
     if not base:
         raise ValueError(f"{folder} holds an adapter without base_model_name_or_path; load its base instead")
-    if bits is None and adapter.get("quantization"):
-        bits = int(adapter["quantization"]["bits"])
-    return str(base), bits
+    if quantization is None and adapter.get("quantization"):
+        quantization = as_quantization(adapter["quantization"])
+    return str(base), {} if quantization is None else {quantization.load_flag: True}
 
 
 class FastLanguageModel:
@@ -199,20 +258,21 @@ class FastLanguageModel:
     ) -> Tuple[Any, Any]:
         """The model (a local folder or a Hub id) and its Hugging Face tokenizer.
 
-        `load_in_4bit=True` / `load_in_8bit=True` quantize the base (group size 64); `full_finetuning` needs no
+        `load_in_4bit=True` / `load_in_8bit=True` quantize the base (group size 64), `load_in_fp8=True` to MLX's
+        mxfp8 (group size 32); `full_finetuning` needs no
         switch here, since a model that never gets LoRA trains every weight, but a quantized base cannot be.
         """
         dtype = _dtype_or_torch_dtype(dtype, kwargs.pop("torch_dtype", None))
         check_load_keywords(kwargs.pop(ENTRY_POINT_KEYWORD, "FastLanguageModel.from_pretrained"), kwargs)
-        bits = load_bits(load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning)
+        quantization = load_quantization(
+            load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning, kwargs.get("load_in_fp8")
+        )
         token, revision = kwargs.get("token"), kwargs.get("revision")
         folder = resolve_model_folder(model_name, token=token, revision=revision)
         adapter = _adapter_config(folder)
         if adapter is not None:
-            base, bits = adapter_base(folder, adapter, bits)
-            model, tokenizer = FastLanguageModel.from_pretrained(
-                base, max_seq_length, dtype, load_in_4bit=bits == 4, load_in_8bit=bits == 8, token=token
-            )
+            base, flags = adapter_base(folder, adapter, quantization)
+            model, tokenizer = FastLanguageModel.from_pretrained(base, max_seq_length, dtype, token=token, **flags)
             saved = _saved_tokenizer(folder)
             if saved is not None:
                 rebind_tokenizer(model, saved)
@@ -224,8 +284,8 @@ class FastLanguageModel:
         chosen = _dtype(dtype)
         if chosen is not None:
             model.set_dtype(chosen)
-        if bits is not None:
-            quantize_model(model, bits)
+        if quantization is not None:
+            quantize_model(model, quantization)
         setattr(model, BASE_MODEL_ATTRIBUTE, str(model_name))
         setattr(model, FULL_FINETUNING_ATTRIBUTE, bool(full_finetuning))
         setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))
@@ -264,6 +324,12 @@ class FastLanguageModel:
             print("Unsloth: Full finetuning is enabled, so .get_peft_model has no effect")
             return request_gradient_checkpointing(model, kwargs)
         targets, strict = _peft_targets(target_modules, kwargs.get("modules_to_save"))
+        scheme = None if kwargs.get("qat_scheme") is None else qat_scheme_named(kwargs["qat_scheme"])
+        if scheme is not None and model_quantization(model) is not None:
+            raise NotImplementedError(
+                f"qat_scheme={scheme.name!r} with a {model_quantization(model).load_flag}=True base: quantization-"
+                "aware training fake-quantizes float weights; load the model with load_in_4bit=False"
+            )
         # rsLoRA scales by alpha / sqrt(r) instead of alpha / r; the backend divides by r, so alpha carries sqrt(r).
         alpha = lora_alpha * math.sqrt(r) if use_rslora else lora_alpha
         mx.random.seed(int(random_state))
@@ -279,6 +345,9 @@ class FastLanguageModel:
             strict=strict,
         )
         model.print_trainable_parameters = MethodType(print_trainable_parameters, model)
+        if scheme is not None:
+            prepare_qat(model, scheme)
+            model.save_pretrained_torchao = MethodType(save_pretrained_torchao, model)
         if max_seq_length is not None:
             setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, _clamped_length(model, max_seq_length))
         return request_gradient_checkpointing(model, kwargs)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`load_in_4bit` / `load_in_8bit` on MLX: affine quantization of the base with `mlx.nn.quantize`, and its undoing.
+"""`load_in_4bit` / `load_in_8bit` / `load_in_fp8` on MLX: the base quantized with `mlx.nn.quantize` (affine 4 or 8
+bits; `mxfp8` for fp8, as upstream's own MLX loader maps it), and its undoing.
 
 Every layer mlx can quantize (linears, the embedding, mlx_lm's SwitchLinear expert stacks) whose input width is a
 multiple of the group size is quantized, as mlx_lm's own quantize picks them (QLoRA puts LoRA on top); exports that need plain weights (merged safetensors, GGUF) work on a dequantized copy, so the
@@ -17,8 +18,13 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_unflatten
 
+from unsloth_zoo.mlx.qat import QatScheme, convert_qat, qat_scheme
+
 GROUP_SIZE = 64
+AFFINE = "affine"
 QUANTIZATION_ATTRIBUTE = "unsloth_quantization"
+# The LoRA settings and adapter weights a QAT model had before torchao's convert step folded them in.
+CONVERTED_ADAPTER_ATTRIBUTE = "unsloth_converted_adapter"
 
 
 @dataclass(frozen=True)
@@ -27,25 +33,52 @@ class Quantization:
 
     bits: int
     group_size: int = GROUP_SIZE
+    mode: str = AFFINE
 
-    def as_dict(self) -> Dict[str, int]:
-        return asdict(self)
+    def as_dict(self) -> Dict[str, Any]:
+        """mlx_lm's `quantization` config entry; the mode is named only when it is not mlx_lm's default."""
+        values = asdict(self)
+        if self.mode == AFFINE:
+            del values["mode"]
+        return values
+
+    @property
+    def load_flag(self) -> str:
+        """The `from_pretrained` keyword that asks for this quantization."""
+        return "load_in_fp8" if self.mode == FP8.mode else f"load_in_{self.bits}bit"
 
 
-def requested_bits(load_in_4bit: Any, load_in_8bit: Any) -> Optional[int]:
-    """4, 8 or None; asking for both is an error rather than a silent choice."""
-    if load_in_4bit and load_in_8bit:
-        raise ValueError("load_in_4bit=True and load_in_8bit=True were both given; choose one")
+# MX FP8 (E4M3 values, one power-of-two scale per 32): upstream's MLX loader's format for load_in_fp8.
+FP8 = Quantization(8, 32, "mxfp8")
+
+
+def requested_quantization(load_in_4bit: Any, load_in_8bit: Any, load_in_fp8: Any = False) -> Optional[Quantization]:
+    """The quantization a load asks for, or None; asking for two is an error rather than a silent choice."""
+    asked = [name for name, value in (("4bit", load_in_4bit), ("8bit", load_in_8bit), ("fp8", load_in_fp8)) if value]
+    if len(asked) > 1:
+        raise ValueError(f"{' and '.join(f'load_in_{name}=True' for name in asked)} were given together; choose one")
     if load_in_4bit:
-        return 4
+        return Quantization(4)
     if load_in_8bit:
-        return 8
-    return None
+        return Quantization(8)
+    return FP8 if load_in_fp8 else None
 
 
-def _quantizable(path: str, module: Any) -> bool:
-    weight = getattr(module, "weight", None)
-    return hasattr(module, "to_quantized") and weight is not None and weight.shape[-1] % GROUP_SIZE == 0
+def as_quantization(value: "Quantization | int | Dict[str, Any]") -> Quantization:
+    """Bits, a saved `quantization` entry or a Quantization, as a Quantization."""
+    if isinstance(value, Quantization):
+        return value
+    if isinstance(value, dict):
+        return Quantization(int(value["bits"]), int(value.get("group_size", GROUP_SIZE)), value.get("mode", AFFINE))
+    return Quantization(int(value))
+
+
+def _quantizable_in_groups(group_size: int) -> Any:
+    def quantizable(path: str, module: Any) -> bool:
+        weight = getattr(module, "weight", None)
+        return hasattr(module, "to_quantized") and weight is not None and weight.shape[-1] % group_size == 0
+
+    return quantizable
 
 
 def _quantized_kinds() -> tuple:
@@ -54,14 +87,16 @@ def _quantized_kinds() -> tuple:
     return (nn.QuantizedLinear, nn.QuantizedEmbedding, QuantizedSwitchLinear)
 
 
-def quantize_model(model: Any, bits: int) -> Any:
-    """Quantize `model` in place to `bits` (4 or 8) with group size 64; returns it."""
-    if bits not in (4, 8):
-        raise ValueError(f"MLX quantizes the base to 4 or 8 bits, not {bits}")
-    if not any(_quantizable(path, module) for path, module in model.named_modules()):
-        raise ValueError(f"no linear layer of this model has an input width divisible by {GROUP_SIZE}")
-    nn.quantize(model, group_size=GROUP_SIZE, bits=bits, class_predicate=_quantizable)
-    setattr(model, QUANTIZATION_ATTRIBUTE, Quantization(bits))
+def quantize_model(model: Any, quantization: "Quantization | int") -> Any:
+    """Quantize `model` in place (4 or 8 bits affine with group size 64, or a Quantization such as FP8); returns it."""
+    chosen = as_quantization(quantization)
+    if chosen.bits not in (4, 8):
+        raise ValueError(f"MLX quantizes the base to 4 or 8 bits, not {chosen.bits}")
+    quantizable = _quantizable_in_groups(chosen.group_size)
+    if not any(quantizable(path, module) for path, module in model.named_modules()):
+        raise ValueError(f"no linear layer of this model has an input width divisible by {chosen.group_size}")
+    nn.quantize(model, group_size=chosen.group_size, bits=chosen.bits, mode=chosen.mode, class_predicate=quantizable)
+    setattr(model, QUANTIZATION_ATTRIBUTE, chosen)
     mx.eval(model.parameters())
     return model
 
@@ -74,7 +109,14 @@ def dense_layer(module: Any) -> Any:
     """The float layer a quantized linear, embedding or expert stack computes with."""
     from mlx_lm.models.switch_layers import QuantizedSwitchLinear, SwitchLinear
 
-    weight = mx.dequantize(module.weight, module.scales, module.biases, module.group_size, module.bits)
+    weight = mx.dequantize(
+        module.weight,
+        module.scales,
+        module.get("biases"),
+        group_size=module.group_size,
+        bits=module.bits,
+        mode=getattr(module, "mode", AFFINE),
+    )
     if isinstance(module, QuantizedSwitchLinear):
         experts, out_features, in_features = weight.shape
         stack = SwitchLinear(in_features, out_features, experts, bias="bias" in module)
@@ -111,3 +153,49 @@ def dequantized_copy(model: Any) -> Any:
     setattr(duplicate, QUANTIZATION_ATTRIBUTE, None)
     mx.eval(duplicate.parameters())
     return duplicate
+
+
+# ---- qat_scheme: the MLX quantization a scheme trains against, or why it cannot ------------------------------
+
+# torchao's Int4WeightOnlyConfig(group_size=128), CUDA Unsloth's "int4", is affine 4-bit in groups of 128, as MLX's is.
+QAT_SCHEMES = {"int4": QatScheme("int4", bits=4, group_size=128)}
+_ACTIVATIONS = (
+    "it quantizes each token's activations at run time as well as the weights ({}); MLX's quantized layers multiply "
+    "float activations, so no MLX model computes what it would train; use qat_scheme='int4'"
+)
+QAT_REFUSED = {
+    "int8-int4": _ACTIVATIONS.format("int8 activations, int4 weights, for ExecuTorch"),
+    "phone-deployment": _ACTIVATIONS.format("CUDA Unsloth's name for int8-int4: int8 activations, int4 weights"),
+    "fp8-int4": _ACTIVATIONS.format("fp8 activations, int4 weights"),
+    "fp8-fp8": _ACTIVATIONS.format("fp8 activations and weights"),
+    "int8": "it quantizes each weight row as one group; MLX's groups hold 32, 64 or 128 weights",
+    "cactus": "it quantizes int8 symmetrically for the Cactus runtime, which reads no MLX files",
+}
+
+
+def qat_scheme_named(value: Any) -> QatScheme:
+    """The scheme a notebook's `qat_scheme` names; a scheme MLX cannot train faithfully is refused with the reason."""
+    if value in QAT_SCHEMES:
+        return QAT_SCHEMES[value]
+    if value in QAT_REFUSED:
+        raise NotImplementedError(f"qat_scheme={value!r} on MLX: {QAT_REFUSED[value]}")
+    raise ValueError(f"qat_scheme={value!r} is not one of {', '.join([*QAT_SCHEMES, *QAT_REFUSED])}")
+
+
+def convert_qat_model(model: Any) -> Any:
+    """torchao's convert step: the adapters folded in and the covered linears quantized as they trained; the model is
+    then a quantized model without LoRA, which `save_pretrained` writes whole."""
+    from mlx.utils import tree_flatten
+
+    from unsloth_zoo.mlx.lora import SETTINGS_ATTRIBUTE, lora_settings
+
+    scheme = qat_scheme(model)
+    settings = lora_settings(model)
+    if settings is not None:
+        # CUDA's peft keeps the adapter beside the converted base, so the notebook's save_pretrained still writes it.
+        adapter = dict(tree_flatten(model.trainable_parameters()))
+        setattr(model, CONVERTED_ADAPTER_ATTRIBUTE, (settings, adapter))
+    convert_qat(model)
+    setattr(model, SETTINGS_ATTRIBUTE, None)
+    setattr(model, QUANTIZATION_ATTRIBUTE, Quantization(scheme.bits, scheme.group_size, scheme.mode))
+    return model

@@ -16,7 +16,7 @@ def refuse_quantized_base_without_lora(model: Any) -> None:
     if quantization is None or lora_settings(model) is not None:
         return
     raise NotImplementedError(
-        f"this model was loaded with load_in_{quantization.bits}bit=True and has no LoRA adapters, so training it "
+        f"this model was loaded with {quantization.load_flag}=True and has no LoRA adapters, so training it "
         "would update only its norms; add adapters with get_peft_model(model, ...) first, or load it without "
         "load_in_4bit / load_in_8bit (full_finetuning=True) to train every weight"
     )

@@ -9,6 +9,7 @@ causal forward pass the trainer differentiates, and token-by-token generation. N
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import importlib.util
@@ -127,10 +128,13 @@ def routed_model_type(config: Dict[str, Any]) -> Optional[str]:
     return CONFIG_ROUTES.get(key)
 
 
-def _load_routed(folder: Path, model_type: str) -> Tuple[Any, Any]:
-    """Load through a staging folder of links to `folder`'s files whose config names the module that can."""
-    from mlx_vlm.utils import load
-
+@contextlib.contextmanager
+def _routed_folder(folder: Path, model_type: Optional[str]) -> Iterator[Path]:
+    """`folder` itself, or with a routed `model_type` a staging folder of links to its files whose config names the
+    module that can load it."""
+    if not model_type:
+        yield folder
+        return
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory(prefix="unsloth-mlx-vlm-") as staging:
         for entry in folder.iterdir():
@@ -138,8 +142,36 @@ def _load_routed(folder: Path, model_type: str) -> Tuple[Any, Any]:
                 (Path(staging) / entry.name).symlink_to(entry.resolve())
         config["model_type"] = model_type
         (Path(staging) / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        yield Path(staging)
+
+
+def _load_routed(folder: Path, model_type: str) -> Tuple[Any, Any]:
+    from mlx_vlm.utils import load
+
+    with _routed_folder(folder, model_type) as staging:
         # Eager load, so nothing reads the staging folder once it is gone.
-        return load(staging, lazy=False)
+        return load(str(staging), lazy=False)
+
+
+def quantize_saved_model(folder: Path, bits: int, group_size: int) -> None:
+    """The float model saved in `folder` quantized there as `mlx_vlm.convert -q` quantizes: the language model in
+    affine groups, the vision and audio towers and projectors left in floating point, and the config saying so."""
+    require_mlx_vlm()
+    from mlx_vlm.quant_utils import quantize_model
+    from mlx_vlm.utils import load_model, save_config, save_weights, skip_multimodal_module
+
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    with _routed_folder(folder, routed_model_type(config)) as source:
+        model = load_model(source, lazy=False)
+    own = getattr(model, "quant_predicate", None)
+
+    def language_only(path: str, module: Any) -> Any:
+        return not skip_multimodal_module(path) and (own(path, module) if own is not None else True)
+
+    config.setdefault("vision_config", {})
+    model, config = quantize_model(model, config, group_size, bits, mode="affine", quant_predicate=language_only)
+    save_weights(folder, model, donate_weights=True)
+    save_config(config, config_path=folder / "config.json")
 
 
 def load_model_and_processor(folder: Path) -> Tuple[Any, Any]:

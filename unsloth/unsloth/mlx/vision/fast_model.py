@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`FastModel` as notebooks import it: a checkpoint with a vision or audio tower of a family vision training accepts
+"""`FastModel` and `FastLanguageModel` as notebooks import them: a checkpoint with a vision or audio tower of a family vision training accepts
 (Gemma 3 4B and up, Gemma 4, Qwen VL, ...) loads with its towers through mlx-vlm and returns its processor, as CUDA
 Unsloth's FastModel does (Gemma 3n's image parts are then refused when training); any other checkpoint is a text
-model through mlx-lm (`models.fast_model`).
+model through mlx-lm (`models.fast_model`). CUDA Unsloth's `FastLanguageModel` hands every family outside its own
+text list to `FastModel`, so here too a checkpoint with towers loads as `FastModel` loads it.
 
 It lives in the vision layer because the text layer below cannot load vision models.
 """
@@ -18,6 +19,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from unsloth_zoo.mlx.loading import resolve_model_folder
 
 from ..models.fast_model import FastModel as FastTextModel
+from ..models.language import FastLanguageModel as TextLanguageModel
 from .backend import REFUSED, routed_model_type, trainable_families, vision_tower
 from .lora import read_vision_adapter
 from .merged import SOURCE_FOLDER_ATTRIBUTE
@@ -91,7 +93,7 @@ class FastModel(FastTextModel):
                 model_name, max_seq_length, dtype, load_in_4bit, load_in_8bit, full_finetuning, **kwargs
             )
         if load_in_4bit is None:
-            load_in_4bit = not full_finetuning and not load_in_8bit
+            load_in_4bit = not full_finetuning and not load_in_8bit and not kwargs.get("load_in_fp8")
         auto_model = kwargs.pop("auto_model", None)
         model, processor = FastVisionModel.from_pretrained(
             model_name,
@@ -141,3 +143,39 @@ class FastModel(FastTextModel):
         if _is_vision_model(model):
             return FastVisionModel.for_training(model, use_gradient_checkpointing)
         return FastTextModel.for_training(model, use_gradient_checkpointing)
+
+
+class FastLanguageModel(TextLanguageModel):
+    @staticmethod
+    def from_pretrained(  # type: ignore[override]
+        model_name: str | Path,
+        max_seq_length: Optional[int] = None,
+        dtype: Any = None,
+        load_in_4bit: bool = False,
+        full_finetuning: bool = False,
+        **kwargs: Any,
+    ) -> Tuple[Any, Any]:
+        """A checkpoint with towers as `FastModel` loads it (model and processor, as the Qwen 3.5 notebooks unpack
+        them), any other as the text `FastLanguageModel` (model and tokenizer)."""
+        if not kwargs.get("text_only") and loads_as_vision(model_name, kwargs.get("token"), kwargs.get("revision")):
+            return FastModel.from_pretrained(
+                model_name, max_seq_length, dtype, load_in_4bit=load_in_4bit, full_finetuning=full_finetuning, **kwargs
+            )
+        return TextLanguageModel.from_pretrained(
+            model_name, max_seq_length, dtype, load_in_4bit, full_finetuning, **kwargs
+        )
+
+    @staticmethod
+    def get_peft_model(  # type: ignore[override]
+        model: Any,
+        r: int = 16,
+        target_modules: Optional[Sequence[str] | str] = None,
+        lora_alpha: float = 16,
+        **kwargs: Any,
+    ) -> Any:
+        """LoRA as `FastVisionModel.get_peft_model` places it on a vision model, else as on a text model."""
+        if not _is_vision_model(model):
+            return TextLanguageModel.get_peft_model(model, r, target_modules, lora_alpha, **kwargs)
+        return FastVisionModel.get_peft_model(
+            model, r=r, lora_alpha=lora_alpha, target_modules=target_modules, **kwargs
+        )

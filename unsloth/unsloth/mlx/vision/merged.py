@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """`save_pretrained_merged` for a vision model on MLX: LoRA folded into the base weights, written as a model folder
-mlx-vlm loads (config, safetensors, processor files); the trained model keeps its adapters."""
+mlx-vlm loads (config, safetensors, processor files); the trained model keeps its adapters. `merged_4bit` writes
+MLX's 4-bit format as `mlx_vlm.convert -q` does (the language model quantized, the towers in floating point)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,19 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
+from ..models.keywords import normalised_name
+from ..models.merged import FOUR_BIT_GROUP_SIZE, MXFP4_MODEL_TYPES
 from ..models.quantize import dense_layer
+from .backend import quantize_saved_model
 from .processors import save_processor
 from .lora import vision_lora_settings
 
-MERGED_METHODS = ("merged_16bit", "merged_32bit")
+MERGED_METHODS = ("merged_16bit", "merged_32bit", "merged_4bit")
+FOUR_BIT_NOTE = (
+    "save_method='merged_4bit' on MLX writes MLX's 4-bit format (mlx_vlm.convert -q: the language model in groups "
+    "of 64, the vision tower in floating point), which mlx-vlm loads; it is not bitsandbytes' 4-bit format, which "
+    "CUDA Unsloth writes"
+)
 SOURCE_FOLDER_ATTRIBUTE = "unsloth_source_folder"
 SOURCE_FILES = ("config.json", "preprocessor_config.json", "processor_config.json", "generation_config.json")
 
@@ -44,9 +53,17 @@ def merged_weights(model: Any) -> Dict[str, Any]:
 def save_vision_merged(
     model: Any, save_directory: str | Path, tokenizer: Any = None, save_method: str = "merged_16bit", **_: Any
 ) -> Path:
-    if save_method not in MERGED_METHODS:
+    method = normalised_name(save_method)
+    if method == "mxfp4":
+        model_type = getattr(getattr(model, "config", None), "model_type", None)
         raise NotImplementedError(
-            f"save_method={save_method!r} is not available for vision models on MLX; use {' or '.join(MERGED_METHODS)}"
+            f"save_method='mxfp4' is for gpt-oss models ({', '.join(MXFP4_MODEL_TYPES)}), not {model_type!r}; "
+            "use merged_16bit, or merged_4bit for MLX's 4-bit format"
+        )
+    if method not in MERGED_METHODS:
+        raise NotImplementedError(
+            f"save_method={save_method!r} is not available for vision models on MLX; use one of "
+            f"{', '.join(MERGED_METHODS)} or lora"
         )
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
@@ -58,4 +75,7 @@ def save_vision_merged(
             shutil.copyfile(source / name, folder / name)
     if tokenizer is not None:
         save_processor(tokenizer, folder)
+    if method == "merged_4bit":
+        print(f"Unsloth: {FOUR_BIT_NOTE}.")
+        quantize_saved_model(folder, bits=4, group_size=FOUR_BIT_GROUP_SIZE)
     return folder

@@ -23,7 +23,7 @@ from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 
 from ..training.arguments import MODEL_MAX_SEQ_LENGTH_ATTRIBUTE
 from ..models.keywords import VISION_LOAD_USED, VISION_PEFT_USED, check_load_keywords, check_peft_keywords
-from ..models.language import BASE_MODEL_ATTRIBUTE, _dtype, adapter_base, load_bits, print_trainable_parameters
+from ..models.language import BASE_MODEL_ATTRIBUTE, _dtype, adapter_base, load_quantization, print_trainable_parameters
 from ..models import hub
 from ..models.main_rank import write_on_main_rank_only
 from ..models.methods import apply_model_habits
@@ -43,8 +43,8 @@ from .lora import (
     save_vision_adapter,
     vision_lora_settings,
 )
-from .backend import load_model_and_processor
-from .processors import save_processor
+from .backend import load_model_and_processor, model_family
+from .processors import REPO_CODE_MODEL_METHODS, save_processor
 
 __all__ = ["FastVisionModel", "UnslothVisionDataCollator"]
 
@@ -114,7 +114,7 @@ def _refuse_gguf(model: Any, *args: Any, **kwargs: Any) -> None:
         "save_pretrained_gguf / push_to_hub_gguf: GGUF export of a vision model (its language model plus the vision "
         "projector llama.cpp keeps in a separate mmproj file) is not available on MLX; save_pretrained_merged and "
         "push_to_hub_merged save the merged model. For a GGUF of the language model alone, fine-tune it loaded "
-        "with FastModel.from_pretrained(..., text_only=True) or FastLanguageModel.from_pretrained"
+        "with FastModel.from_pretrained(..., text_only=True) or FastLanguageModel.from_pretrained(..., text_only=True)"
     )
 
 
@@ -131,9 +131,19 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
         save_processor(tokenizer, folder)
 
 
-def _quantize_language(model: Any, bits: int) -> None:
-    quantize_model(model.language_model, bits)
-    setattr(model, QUANTIZATION_ATTRIBUTE, Quantization(bits))
+def _save_pretrained_merged(
+    model: Any, save_directory: str | Path, tokenizer: Any = None, save_method: str = "merged_16bit", **kwargs: Any
+) -> Path:
+    """The merged model, or for save_method="lora" the adapter as `save_pretrained` writes it (as for text models)."""
+    if save_method == "lora":
+        _save_pretrained(model, save_directory, tokenizer)
+        return Path(save_directory)
+    return save_vision_merged(model, save_directory, tokenizer, save_method, **kwargs)
+
+
+def _quantize_language(model: Any, quantization: Quantization) -> None:
+    quantize_model(model.language_model, quantization)
+    setattr(model, QUANTIZATION_ATTRIBUTE, quantization)
 
 
 class FastVisionModel:
@@ -149,20 +159,16 @@ class FastVisionModel:
         """The model (a local folder or a Hub id) and its processor, as vision notebooks unpack them."""
         auto_model = kwargs.pop("auto_model", None)
         check_load_keywords("FastVisionModel.from_pretrained", kwargs, VISION_LOAD_USED)
-        bits = load_bits(load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning)
+        quantization = load_quantization(
+            load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning, kwargs.get("load_in_fp8")
+        )
         token, revision = kwargs.get("token"), kwargs.get("revision")
         folder = resolve_model_folder(model_name, token=token, revision=revision)
         adapter = read_vision_adapter(folder)
         if adapter is not None:
-            base, bits = adapter_base(folder, adapter, bits)
+            base, flags = adapter_base(folder, adapter, quantization)
             model, processor = FastVisionModel.from_pretrained(
-                base,
-                max_seq_length,
-                dtype,
-                load_in_4bit=bits == 4,
-                load_in_8bit=bits == 8,
-                token=token,
-                fast_inference=kwargs.get("fast_inference"),
+                base, max_seq_length, dtype, token=token, fast_inference=kwargs.get("fast_inference"), **flags
             )
             check_vision_auto_model(
                 "FastVisionModel.from_pretrained", auto_model, getattr(model, SOURCE_FOLDER_ATTRIBUTE)
@@ -177,14 +183,14 @@ class FastVisionModel:
         accept_text_calls(model)
         if dtype is not None:
             model.set_dtype(_dtype(dtype))
-        if bits is not None:
-            _quantize_language(model, bits)
+        if quantization is not None:
+            _quantize_language(model, quantization)
         setattr(model, BASE_MODEL_ATTRIBUTE, str(model_name))
         setattr(model, FULL_FINETUNING_ATTRIBUTE, bool(full_finetuning))
         setattr(model, MODEL_MAX_SEQ_LENGTH_ATTRIBUTE, int(max_seq_length or DEFAULT_MAX_SEQ_LENGTH))
         setattr(model, SOURCE_FOLDER_ATTRIBUTE, str(folder))
         model.save_pretrained = MethodType(_save_pretrained, model)
-        model.save_pretrained_merged = MethodType(save_vision_merged, model)
+        model.save_pretrained_merged = MethodType(_save_pretrained_merged, model)
         model.print_trainable_parameters = MethodType(print_trainable_parameters, model)
         # The text models' pushes, each uploading what the matching save writes here.
         model.push_to_hub = MethodType(hub.model_push_to_hub, model)
@@ -192,6 +198,8 @@ class FastVisionModel:
         model.save_pretrained_gguf = MethodType(_refuse_gguf, model)
         model.push_to_hub_gguf = MethodType(_refuse_gguf, model)
         attach_generate(model, processor)
+        for name, method in REPO_CODE_MODEL_METHODS.get(model_family(model), {}).items():
+            setattr(model, name, MethodType(method, model))
         attach_vision_save_lora(model)
         if kwargs.get("fast_inference"):
             # vLLM's calls (fast_generate, save_lora, load_lora), decoded by mlx-vlm.

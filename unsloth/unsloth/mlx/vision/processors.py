@@ -2,7 +2,9 @@
 # Copyright 2026 the unsloth authors.
 """mlx-vlm's processors made to answer as Hugging Face's do where the notebooks need it: a chat template on the
 processor, text renders by default, unrendered conversations as the text, one flat image list where the processor
-wants it, placeholder ids, audio given as a list of samples, and a `save_pretrained` that skips what cannot be saved.
+wants it, placeholder ids, audio given as a list of samples, a `save_pretrained` that skips what cannot be saved, the
+tokenizer's special tokens and token-id lookups on the processor itself, and what a Hub repo's own processor and
+model code offer beyond Hugging Face's (ERNIE 4.5 VL's `processor.eval()`, `model.add_image_preprocess`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,51 @@ def _is_conversation(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(turn, dict) and "role" in turn for turn in value)
 
 
+# What notebooks read from the processor that only its tokenizer holds: CUDA Unsloth copies the special tokens onto
+# it; here each reads (and sets) the tokenizer's own, so a later `processor.pad_token_id = 0` reaches the tokenizer.
+TOKENIZER_ANSWERS = (
+    "bos_token",
+    "bos_token_id",
+    "eos_token",
+    "eos_token_id",
+    "pad_token",
+    "pad_token_id",
+    "convert_tokens_to_ids",
+    "convert_ids_to_tokens",
+)
+# mlx-vlm's stand-ins for processors whose Hub repo ships them as its own code (auto_map): ERNIE 4.5 VL's has a torch
+# module's `eval()` / `train()`, which its notebook calls; mlx-vlm's prepares images alike in either mode.
+MODE_SWITCHING_PROCESSORS = ("Ernie4_5_VLProcessor",)
+
+
+def _tokenizer_answer(name: str) -> property:
+    def read(self: Any) -> Any:
+        return getattr(self.tokenizer, name)
+
+    def write(self: Any, value: Any) -> None:
+        setattr(self.tokenizer, name, value)
+
+    return property(read, write)
+
+
+def _switch_mode(training: bool) -> Any:
+    def switch(self: Any) -> Any:
+        self.training = training
+        return self
+
+    return switch
+
+
+def keep_image_preprocess(model: Any, processor: Any) -> None:
+    """ERNIE 4.5 VL's `model.add_image_preprocess(processor)`: its repo's model normalises images with the
+    processor's image processor; mlx-vlm's processor hands the model normalised images already, so it is kept only."""
+    model.image_preprocess = processor.image_processor
+
+
+# Model methods a Hub repo's own code offers and its notebook calls, by the mlx-vlm family standing in for it.
+REPO_CODE_MODEL_METHODS = {"ernie4_5_moe_vl": {"add_image_preprocess": keep_image_preprocess}}
+
+
 PREPARED_MARK = "__unsloth_mlx_prepared__"
 # The subclass made for each processor class, so every processor of a family shares one.
 _CONVERSING: Dict[type, type] = {}
@@ -72,7 +119,8 @@ def accept_conversations(processor: Any) -> Any:
     if base in _CONVERSING.values() or not hasattr(processor, "apply_chat_template"):
         return processor
     if base not in _CONVERSING:
-        _CONVERSING[base] = _conversing_class(base)
+        missing = [name for name in TOKENIZER_ANSWERS if not hasattr(processor, name)]
+        _CONVERSING[base] = _conversing_class(base, missing if hasattr(processor, "tokenizer") else [])
     processor.__class__ = _CONVERSING[base]
     return processor
 
@@ -98,7 +146,7 @@ def _flatten_image_groups(values: List[Any], kwargs: Dict[str, Any], position: O
             kwargs["images"] = flat
 
 
-def _conversing_class(base: type) -> type:
+def _conversing_class(base: type, tokenizer_answers: List[str]) -> type:
     try:
         signature: Optional[inspect.Signature] = inspect.signature(base.__call__)
         names = list(signature.parameters)[1:]  # type: ignore[union-attr]
@@ -149,6 +197,9 @@ def _conversing_class(base: type) -> type:
 
     attributes = {"__call__": __call__, "__reduce_ex__": __reduce_ex__, "__module__": base.__module__}
     attributes["save_pretrained"] = save_pretrained
+    attributes.update({name: _tokenizer_answer(name) for name in tokenizer_answers})
+    if base.__name__ in MODE_SWITCHING_PROCESSORS:
+        attributes.update(eval=_switch_mode(False), train=_switch_mode(True))
     return type(base.__name__, (base,), {**attributes, "__qualname__": base.__qualname__})
 
 

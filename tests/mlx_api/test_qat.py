@@ -1,0 +1,176 @@
+"""`get_peft_model(qat_scheme="int4")` trains against MLX's own 4-bit quantization (affine, groups of 128, as torchao's
+Int4WeightOnlyConfig(group_size=128)), the gradient passing straight through the rounding; the QAT notebook's
+`quantize_(model, QATConfig(step="convert"))` and `save_pretrained_torchao` then give the MLX-quantized model.
+
+The check the issue asks for: the QAT-trained adapter, merged and quantized, scores a lower loss on its training rows
+than the same adapter trained without QAT and then quantized the same way. Schemes MLX cannot compute (activation
+quantization: int8-int4, phone-deployment) are refused by name with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, List
+
+import numpy as np
+import pytest
+
+from .conftest import chat_text
+
+GROUP = 128
+STEPS = 30
+LEARNING_RATE = 1e-2
+FACTS = [
+    ("What colour is the kettle?", "The kettle is red."),
+    ("Where do bees carry pollen?", "Bees carry pollen to the hive."),
+    ("How many times does the river bend?", "The river bends twice."),
+    ("What does the lighthouse blink?", "The lighthouse blinks green."),
+]
+
+
+# One weight per group of 128 this many standard deviations out, as trained LLMs' weights have outliers: a group's
+# range then spans 16 levels coarsely, which is what costs a real model its precision in int4.
+OUTLIER_SIGMAS = 20.0
+
+
+@pytest.fixture(scope="module")
+def wide_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny llama whose every projection is 128 or 256 wide, so int4's groups of 128 cover them all, with an
+    outlier weight in each group of each projection."""
+    import mlx.core as mx
+
+    from tools.kits.tiny_mlx_model import TinyLlamaShape, build_tiny_mlx_model
+
+    root = tmp_path_factory.mktemp("tiny-llama-128")
+    shape = TinyLlamaShape(hidden_size=128, intermediate_size=256)
+    folder = build_tiny_mlx_model(root / "model", shape, tokenizer_cache_dir=root / "tokenizers")
+    weights = mx.load(str(folder / "model.safetensors"))
+    for name, weight in weights.items():
+        if name.endswith("proj.weight"):
+            outliers = mx.zeros(weight.shape)
+            outliers[:, ::GROUP] = OUTLIER_SIGMAS * weight.std()
+            weights[name] = weight + outliers.astype(weight.dtype)
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return folder
+
+
+def _rows() -> List[dict]:
+    return [{"text": chat_text(question, answer)} for question, answer in FACTS]
+
+
+def _trained(folder: Path, tmp_path: Path, steps: int = STEPS, **peft: Any) -> tuple:
+    from unsloth import FastLanguageModel, UnslothTrainer, UnslothTrainingArguments
+
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder), load_in_4bit=False)
+    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0, **peft)
+    args = UnslothTrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        max_steps=steps,
+        warmup_steps=0,
+        learning_rate=LEARNING_RATE,
+        save_strategy="no",
+        max_seq_length=64,
+        logging_steps=1,
+    )
+    UnslothTrainer(model, tokenizer, _rows(), args=args).train()
+    return model, tokenizer
+
+
+def _mean_loss(model: Any, tokenizer: Any) -> float:
+    """Mean next-token cross-entropy over every token of the training rows."""
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    losses = []
+    for row in _rows():
+        ids = mx.array([tokenizer(row["text"])["input_ids"]])
+        logits = model(ids[:, :-1]).astype(mx.float32)
+        losses.append(nn.losses.cross_entropy(logits, ids[:, 1:], reduction="mean").item())
+    return float(np.mean(losses))
+
+
+def _quantized_by_hand(model: Any, tokenizer: Any, folder: Path) -> Any:
+    """The adapter merged in float, then every projection quantized to affine 4-bit in groups of 128."""
+    import mlx.nn as nn
+    from mlx_lm import load
+
+    model.save_pretrained_merged(str(folder), tokenizer, save_method="merged_32bit")
+    merged, _ = load(str(folder))
+    nn.quantize(
+        merged,
+        group_size=GROUP,
+        bits=4,
+        class_predicate=lambda path, module: isinstance(module, nn.Linear) and module.weight.shape[-1] % GROUP == 0,
+    )
+    return merged
+
+
+def test_qat_adapter_merged_and_quantized_beats_one_trained_without_qat(wide_model_dir: Path, tmp_path: Path) -> None:
+    import mlx.core as mx
+    from torchao.quantization import quantize_
+    from torchao.quantization.qat import QATConfig
+
+    plain, tokenizer = _trained(wide_model_dir, tmp_path / "plain")
+    plain_loss = _mean_loss(_quantized_by_hand(plain, tokenizer, tmp_path / "plain-merged"), tokenizer)
+
+    qat, _ = _trained(wide_model_dir, tmp_path / "qat", qat_scheme="int4")
+    assert any("FakeQuantized" in type(module).__name__ for module in qat.modules())  # the notebook's check cell
+    by_hand = _quantized_by_hand(qat, tokenizer, tmp_path / "qat-merged")
+    quantize_(qat, QATConfig(step="convert"))
+    assert not any("FakeQuantized" in type(module).__name__ for module in qat.modules())
+    assert type(qat.layers[0].self_attn.q_proj).__name__ == "QuantizedLinear"
+    assert (qat.layers[0].mlp.down_proj.bits, qat.layers[0].mlp.down_proj.group_size) == (4, GROUP)
+    # The converted model is the QAT adapter merged, then quantized.
+    ids = mx.array([tokenizer(_rows()[0]["text"])["input_ids"]])
+    np.testing.assert_allclose(np.array(qat(ids)), np.array(by_hand(ids)), atol=2e-3)
+    qat_loss = _mean_loss(qat, tokenizer)
+    print(f"merged and quantized to int4: QAT {qat_loss:.4f}, without QAT {plain_loss:.4f}")
+    assert qat_loss < plain_loss, (qat_loss, plain_loss)
+
+
+def test_save_pretrained_torchao_writes_the_mlx_quantized_model(wide_model_dir: Path, tmp_path: Path) -> None:
+    """The notebook's order: convert, the adapter's save_pretrained (CUDA's peft model still holds the adapter after
+    convert), then save_pretrained_torchao."""
+    import mlx.core as mx
+    from mlx_lm import load
+    from torchao.quantization import quantize_
+    from torchao.quantization.qat import QATConfig
+
+    from unsloth import FastLanguageModel
+
+    model, tokenizer = _trained(wide_model_dir, tmp_path, steps=2, qat_scheme="int4")
+    trained_b = np.array(model.layers[0].self_attn.q_proj.lora_b)
+    quantize_(model, QATConfig(step="convert"))
+    model.save_pretrained(str(tmp_path / "qwen_lora"))
+    assert "quantization" not in json.loads((tmp_path / "qwen_lora" / "adapter_config.json").read_text())
+    reloaded, _ = FastLanguageModel.from_pretrained(str(tmp_path / "qwen_lora"))
+    np.testing.assert_array_equal(np.array(reloaded.layers[0].self_attn.q_proj.lora_b), trained_b)
+    model.save_pretrained_torchao(str(tmp_path / "model"), tokenizer)
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert config["quantization"] == {"bits": 4, "group_size": GROUP}
+    loaded, _ = load(str(tmp_path / "model"))
+    assert type(loaded.layers[1].mlp.up_proj).__name__ == "QuantizedLinear"
+    ids = mx.array([tokenizer("The kettle is red.")["input_ids"]])
+    np.testing.assert_allclose(np.array(loaded(ids)), np.array(model(ids)), atol=1e-4)
+
+
+@pytest.mark.parametrize("scheme", ["int8-int4", "phone-deployment", "fp8-int4"])
+def test_activation_quantizing_schemes_are_refused_with_the_reason(load_public, scheme: str) -> None:
+    from unsloth import FastLanguageModel
+
+    model, _ = load_public()
+    with pytest.raises(NotImplementedError, match=rf"qat_scheme='{scheme}' on MLX: it quantizes each token's activ"):
+        FastLanguageModel.get_peft_model(model, r=8, qat_scheme=scheme)
+
+
+def test_qat_on_a_quantized_base_and_an_unknown_scheme_are_refused(load_public) -> None:
+    from unsloth import FastLanguageModel
+
+    model, _ = load_public(load_in_4bit=True)
+    with pytest.raises(NotImplementedError, match=r"qat_scheme='int4' with a load_in_4bit=True base"):
+        FastLanguageModel.get_peft_model(model, r=8, qat_scheme="int4")
+    model, _ = load_public()
+    with pytest.raises(ValueError, match=r"qat_scheme='int3' is not one of int4"):
+        FastLanguageModel.get_peft_model(model, r=8, qat_scheme="int3")
