@@ -11,11 +11,13 @@ The classes stay transformers' own: a torch model (a reward model, a codec) stil
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, Dict, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Tuple
 
 from ..models.methods import TOKENIZER_ATTRIBUTE
 from ..training.collated import own_collator
-from ..training.trainer import UnslothTrainer
+
+if TYPE_CHECKING:
+    from ..training.trainer import UnslothTrainer
 
 ROUTED_MARK = "__unsloth_mlx_routed__"
 # transformers' `Trainer.__init__` order after `model`; `Seq2SeqTrainer` takes no `optimizer_cls_and_kwargs` there.
@@ -55,6 +57,9 @@ def _default_arguments() -> Any:
 
 def mlx_trainer(kind: type, model: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> UnslothTrainer:
     """The MLX trainer for transformers' `kind(model, *args, **kwargs)`."""
+    # Imported here: routing is installed while transformers loads, which the trainer's own import can set off.
+    from ..training.trainer import UnslothTrainer
+
     if kind.__name__ not in ORDERS or not kind.__module__.startswith("transformers."):
         raise NotImplementedError(
             f"{kind.__name__} (a subclass of transformers' Trainer) cannot train an MLX model: its overrides "
