@@ -103,6 +103,39 @@ def test_gemma3n_image_refusal_cites_the_tower_mlx_vlm_builds_whatever_the_confi
     assert f"{parameters(tiny):,} parameters" in IMAGES_REFUSED["gemma3n"]
 
 
+@pytest.mark.parametrize(
+    "family, encoders", [("deepseekocr", ("95,569,152",)), ("deepseekocr_2", ("94,979,328", "358,256,512"))]
+)
+def test_deepseek_ocr_refusal_cites_the_encoders_mlx_vlm_builds_at_full_size_whatever_the_config(family, encoders):
+    """Built lazily from a config asking for one small vision layer, so nothing is computed: the counts in the
+    refusal are those of mlx-vlm's fixed SAM encoder (and DeepSeek-OCR 2's fixed Qwen2 encoder)."""
+    import importlib
+
+    from mlx.utils import tree_flatten
+
+    text = {
+        "model_type": "deepseek_v2", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 128,
+        "moe_intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+        "kv_lora_rank": 16, "q_lora_rank": None, "qk_rope_head_dim": 0, "v_head_dim": 16, "qk_nope_head_dim": 0,
+    }  # fmt: skip
+    vision = {"model_type": "vision", "layers": 1, "hidden_size": 1024, "intermediate_size": 64}
+    module = importlib.import_module(f"mlx_vlm.models.{family}")
+    config = module.ModelConfig.from_dict(
+        {
+            "model_type": family,
+            "text_config": text,
+            "vision_config": vision | ({"width": {"qwen2-0-5b": {"dim": 896}}} if family == "deepseekocr_2" else {}),
+            "projector_config": {"projector_type": "linear", "input_dim": 2048, "n_embed": 64},
+        }
+    )
+    model = module.Model(config)
+    towers = [model.sam_model] + ([model.vision_model] if family == "deepseekocr_2" else [])
+    counts = [f"{sum(weight.size for _, weight in tree_flatten(tower.parameters())):,}" for tower in towers]
+    assert tuple(counts) == encoders
+    assert all(f"{count} parameters" in REFUSED[family] for count in counts), REFUSED[family]
+
+
 def test_a_model_type_mlx_vlm_has_no_vision_module_for_is_refused() -> None:
     from unsloth.mlx.vision.backend import check_family
 

@@ -24,17 +24,17 @@ class Notebook(NamedTuple):
 
 
 TRAINS = "trains"
-FIXED_SAM = "SAM image encoder at full size"
+OCR_BATCHES = "a format the vision collator does not carry"
 FIXED_MOBILENET = "MobileNet-V5 vision tower from a fixed list"
 VIDEO = "video"
 
 NOTEBOOKS = (
     # DeepSeek-OCR's config says deepseek_vl_v2 (architecture DeepseekOCRForCausalLM); mlx-vlm's conversions
     # rewrite it to deepseekocr, the module that builds it.
-    Notebook("Deepseek_OCR_(3B)", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", FIXED_SAM),
-    Notebook("Deepseek_OCR_(3B)-Eval", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", FIXED_SAM),
-    Notebook("Deepseek_OCR_(3B)-Evaluation", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", FIXED_SAM),
-    Notebook("Deepseek_OCR_2_(3B)", "unsloth/DeepSeek-OCR-2", "deepseek_vl_v2", "deepseekocr_2", FIXED_SAM),
+    Notebook("Deepseek_OCR_(3B)", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", OCR_BATCHES),
+    Notebook("Deepseek_OCR_(3B)-Eval", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", OCR_BATCHES),
+    Notebook("Deepseek_OCR_(3B)-Evaluation", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", OCR_BATCHES),
+    Notebook("Deepseek_OCR_2_(3B)", "unsloth/DeepSeek-OCR-2", "deepseek_vl_v2", "deepseekocr_2", OCR_BATCHES),
     Notebook(
         "ERNIE_4_5_VL_28B_A3B_PT_Vision", "unsloth/ERNIE-4.5-VL-28B-A3B-PT", "ernie4_5_moe_vl", "ernie4_5_moe_vl",
         TRAINS,
