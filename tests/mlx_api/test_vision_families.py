@@ -24,8 +24,12 @@ from unsloth.mlx.vision.backend import (
 # checkpoints do, and transformers warns that some filters are empty.
 pytestmark = pytest.mark.filterwarnings("ignore:At least one mel filter has all zero values:UserWarning")
 
-# The families that train on images; Gemma 3n trains on text and audio only (test_vision_gemma3n.py).
-IMAGE_FAMILIES = [family for family in trainable_families() if family not in IMAGES_REFUSED]
+# Families checked in a module of their own, as their tower is full size whatever the config says: a tiny model
+# of theirs still takes minutes per image forward on two CPU cores, too slow for the eight steps below.
+OWN_MODULES = {"gemma3n": "test_vision_gemma3n.py"}
+IMAGE_FAMILIES = [
+    family for family in trainable_families() if family not in IMAGES_REFUSED and family not in OWN_MODULES
+]
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220), "yellow": (230, 220, 30)}
 QUESTION = "What colour is this square?"
 
@@ -69,8 +73,8 @@ def test_each_mlx_vlm_vision_family_trains_here_or_is_refused_by_name(family) ->
         with pytest.raises(NotImplementedError, match=f"does not train '{family}' .*: {re.escape(REFUSED[family])}"):
             check_family(model)
         return
-    if family in IMAGES_REFUSED:
-        # It trains on text and audio, checked in its own test module (Gemma 3n's: test_vision_gemma3n.py).
+    if family in OWN_MODULES:
+        assert (Path(__file__).parent / OWN_MODULES[family]).is_file()
         assert check_family(model) == family
         return
     assert family in BUILDERS, (
@@ -88,9 +92,9 @@ def test_the_trainable_families_are_derived_from_mlx_vlm() -> None:
     assert "qwen3" not in vision_families() and "llama" not in vision_families()
 
 
-def test_gemma3n_image_refusal_cites_the_tower_mlx_vlm_builds_whatever_the_config_says() -> None:
-    """Built lazily, so nothing is computed: when mlx-vlm sizes its MobileNet-V5 tower by the config, this fails
-    and the refusal is to be revisited."""
+def test_gemma3n_is_checked_in_its_own_module_as_mlx_vlm_builds_its_tower_at_full_size_whatever_the_config() -> None:
+    """Built lazily, so nothing is computed: when mlx-vlm sizes its MobileNet-V5 tower by the config, this fails and
+    Gemma 3n can join BUILDERS and the checks here."""
     from mlx.utils import tree_flatten
     from mlx_vlm.models.gemma3n.config import VisionConfig
     from mlx_vlm.models.gemma3n.vision import VisionModel
@@ -99,8 +103,41 @@ def test_gemma3n_image_refusal_cites_the_tower_mlx_vlm_builds_whatever_the_confi
         return sum(weight.size for _, weight in tree_flatten(VisionModel(config).parameters()))
 
     tiny = VisionConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=1, image_size=32)
-    assert parameters(tiny) == parameters(VisionConfig())
-    assert f"{parameters(tiny):,} parameters" in IMAGES_REFUSED["gemma3n"]
+    assert parameters(tiny) == parameters(VisionConfig()) == 294_126_912
+    assert "gemma3n" in OWN_MODULES and "gemma3n" not in IMAGES_REFUSED
+
+
+@pytest.mark.parametrize(
+    "family, encoders", [("deepseekocr", ("95,569,152",)), ("deepseekocr_2", ("94,979,328", "358,256,512"))]
+)
+def test_deepseek_ocr_refusal_cites_the_encoders_mlx_vlm_builds_at_full_size_whatever_the_config(family, encoders):
+    """Built lazily from a config asking for one small vision layer, so nothing is computed: the counts in the
+    refusal are those of mlx-vlm's fixed SAM encoder (and DeepSeek-OCR 2's fixed Qwen2 encoder)."""
+    import importlib
+
+    from mlx.utils import tree_flatten
+
+    text = {
+        "model_type": "deepseek_v2", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 128,
+        "moe_intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+        "kv_lora_rank": 16, "q_lora_rank": None, "qk_rope_head_dim": 0, "v_head_dim": 16, "qk_nope_head_dim": 0,
+    }  # fmt: skip
+    vision = {"model_type": "vision", "layers": 1, "hidden_size": 1024, "intermediate_size": 64}
+    module = importlib.import_module(f"mlx_vlm.models.{family}")
+    config = module.ModelConfig.from_dict(
+        {
+            "model_type": family,
+            "text_config": text,
+            "vision_config": vision | ({"width": {"qwen2-0-5b": {"dim": 896}}} if family == "deepseekocr_2" else {}),
+            "projector_config": {"projector_type": "linear", "input_dim": 2048, "n_embed": 64},
+        }
+    )
+    model = module.Model(config)
+    towers = [model.sam_model] + ([model.vision_model] if family == "deepseekocr_2" else [])
+    counts = [f"{sum(weight.size for _, weight in tree_flatten(tower.parameters())):,}" for tower in towers]
+    assert tuple(counts) == encoders
+    assert all(f"{count} parameters" in REFUSED[family] for count in counts), REFUSED[family]
 
 
 def test_a_model_type_mlx_vlm_has_no_vision_module_for_is_refused() -> None:

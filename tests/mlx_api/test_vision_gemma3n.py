@@ -1,6 +1,6 @@
-"""Gemma 3n through mlx-vlm with its towers, as its notebooks load it (`FastModel.from_pretrained`): text and audio
-rows train, image parts are refused by name (mlx-vlm's vision tower is full size whatever the config says, too slow
-to check here). Checked on a tiny Gemma 3n (`tools/kits/tiny_vlm_gemma3n.py`) carrying the full vision tower."""
+"""Gemma 3n through mlx-vlm with its towers, as its notebooks load it (`FastModel.from_pretrained`): text, audio and
+image rows train. Checked on a tiny Gemma 3n (`tools/kits/tiny_vlm_gemma3n.py`) carrying mlx-vlm's vision tower at
+full size (it builds it so whatever the config says) beside a tiny language model."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:At least one mel filter has all 
 SYSTEM = {"role": "system", "content": [{"type": "text", "text": "You are an assistant that transcribes speech."}]}
 # Each answer's tone, and a length in samples at 16 kHz that is not a whole number of audio tokens (160 ms each).
 TONES = {"red": (220.0, 7000), "green": (440.0, 9000), "blue": (880.0, 5500), "yellow": (1760.0, 8200)}
+IMAGE_SIDE = 512
 FACTS = [("What colour is the kettle?", "The kettle is red."), ("Where do bees go?", "Bees go to the hive.")]
 
 
@@ -41,7 +42,8 @@ def conversation(colour: str) -> Dict[str, Any]:
 def gemma3n_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tools.kits.tiny_vlm_gemma3n import build_tiny_gemma3n
 
-    return build_tiny_gemma3n(tmp_path_factory.mktemp("tiny-gemma3n"))
+    # 512 pixels, the smallest side the tower's fusion adapter takes, keeps each image forward to a minute or so.
+    return build_tiny_gemma3n(tmp_path_factory.mktemp("tiny-gemma3n"), image_side=IMAGE_SIDE)
 
 
 def sft_config(tmp_path: Path, **overrides: Any) -> Any:
@@ -61,9 +63,10 @@ def sft_config(tmp_path: Path, **overrides: Any) -> Any:
     return SFTConfig(**{**values, **overrides})
 
 
-def _hand_written_loss(model: Any, processor: Any, rows: list) -> float:
+def _hand_written_loss(model: Any, processor: Any, rows: list, **overrides: Any) -> float:
     """Mean answer loss, each row alone through mlx-vlm's own Gemma 3n call given its embeddings, the text tokens'
-    scaled by the square root of the width as its language model and Hugging Face's scale them."""
+    scaled by the square root of the width as its language model and Hugging Face's scale them; `overrides` replace
+    (or, given None, drop) the row's features."""
     import mlx.core as mx
 
     from unsloth.trainer import UnslothVisionDataCollator
@@ -76,7 +79,8 @@ def _hand_written_loss(model: Any, processor: Any, rows: list) -> float:
         encoded = collator.encode(row)
         ids = mx.array(encoded.ids[None, :])
         features = {name: mx.array(value) for name, value in encoded.features.items()}
-        own = model.get_input_embeddings(ids, None, **features)
+        features = {name: value for name, value in {**features, **overrides}.items() if value is not None}
+        own = model.get_input_embeddings(ids, **features)
         embeds = mx.where((ids < text_vocab)[..., None], own.inputs_embeds * width**0.5, own.inputs_embeds)
         logits = model(ids, inputs_embeds=embeds, per_layer_inputs=own.per_layer_inputs).logits
         logits = np.array(logits[0].astype(mx.float32), dtype=np.float64)[:-1]
@@ -159,22 +163,13 @@ def test_audio_rows_train_with_mlx_vlms_own_loss_and_the_reloaded_adapter_answer
     assert output.shape[1] > prompt_length
 
 
-def test_text_rows_train_and_image_parts_are_refused_by_name(gemma3n_dir, tmp_path) -> None:
-    from PIL import Image
+def test_text_rows_train_in_4bit_with_the_text_notebooks_cells(gemma3n_dir, tmp_path) -> None:
     from trl import SFTTrainer
 
     from unsloth import FastModel
     from unsloth.chat_templates import get_chat_template, train_on_responses_only
-    from unsloth.trainer import UnslothVisionDataCollator
 
     model, processor = FastModel.from_pretrained(str(gemma3n_dir), max_seq_length=512, load_in_4bit=True)
-    image_row = conversation("red")
-    image_row["messages"][1]["content"][0] = {"type": "image", "image": Image.new("RGB", (32, 32), (200, 0, 0))}
-    with pytest.raises(NotImplementedError, match="gemma3n on MLX trains on text and audio, not on image parts: .*"
-                       "MobileNet-V5 vision tower from a fixed list.*294,126,912 parameters"):  # fmt: skip
-        UnslothVisionDataCollator(model, processor).encode(image_row)
-    with pytest.raises(NotImplementedError, match="gemma3n on MLX trains on text and audio, not on image parts"):
-        model.generate(input_ids=np.array([[2, 5, 9]]), pixel_values=np.zeros((1, 3, 768, 768)), max_new_tokens=2)
     # The Gemma 3n text notebook's cells: its chat template, LoRA on the language model, responses-only training.
     processor = get_chat_template(processor, "gemma-3n")
     model = FastModel.get_peft_model(model, finetune_vision_layers=False, r=8, lora_alpha=8, random_state=3407)
@@ -217,3 +212,89 @@ def test_kv_shared_layers_make_mlx_vlms_cached_pass_differ_and_loading_says_so(c
             assert difference > 1e-3 and len(warned) == 1 and "2 layers" in warned[0], (difference, warned)
         else:
             assert difference < 1e-4 and not warned, (difference, warned)
+
+
+def image_conversation(colour: str) -> Dict[str, Any]:
+    from PIL import Image
+
+    square = Image.new("RGB", (64, 64), {"red": (220, 30, 30), "blue": (30, 40, 220)}[colour])
+    question = {"role": "user", "content": [{"type": "image", "image": square}, {"type": "text", "text": "Colour?"}]}
+    return {"messages": [question, {"role": "assistant", "content": [{"type": "text", "text": f"It is {colour}."}]}]}
+
+
+def one_step_trainer(model: Any, processor: Any, row: Dict[str, Any], folder: Path) -> Any:
+    """An SFTTrainer of one step on one row, as the vision notebooks build it."""
+    from trl import SFTTrainer
+
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    overrides = {"remove_unused_columns": False, "dataset_text_field": "", "max_length": 512}
+    return SFTTrainer(
+        model=model,
+        train_dataset=[row],
+        processing_class=processor.tokenizer,
+        data_collator=UnslothVisionDataCollator(model, processor),
+        args=sft_config(
+            folder,
+            per_device_train_batch_size=1,
+            max_steps=1,
+            dataset_kwargs={"skip_prepare_dataset": True},
+            **overrides,
+        ),
+    )
+
+
+def test_an_image_row_trains_one_step_through_the_full_size_vision_tower(gemma3n_dir, tmp_path) -> None:
+    """One step on an image row: the trainer's loss is mlx-vlm's own call's on the tower's features, the image moves
+    it, and LoRA learns. The tower runs once (about 300 s of CPU time here), in the trainer: mlx-vlm's
+    `get_image_features` is observed there, its output kept and passed on unchanged. A text step comes first, so the
+    one-off check of which head ends the call (two more calls, `unsloth_zoo.mlx.chunked_loss`) runs on text."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_unflatten
+
+    from unsloth import FastModel
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    model, processor = FastModel.from_pretrained(str(gemma3n_dir), max_seq_length=512, load_in_4bit=False)
+    # As the Gemma 3n Vision notebook: the tower is all convolutions, so its LoRA sits on the embedder after it.
+    model = FastModel.get_peft_model(
+        model, finetune_vision_layers=True, target_modules="all-linear", r=8, lora_alpha=16, random_state=3407
+    )
+    row = image_conversation("red")
+    encoded = UnslothVisionDataCollator(model, processor).encode(row)
+    assert encoded.features["pixel_values"].shape == (1, 3, IMAGE_SIDE, IMAGE_SIDE)
+    assert int((encoded.ids == model.config.image_token_id).sum()) == 256
+    text_row = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Hello?"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Hi."}]},
+        ]
+    }
+    one_step_trainer(model, processor, text_row, tmp_path / "text").train()
+    untrained = dict(tree_flatten(model.trainable_parameters()))
+    seen: List[Any] = []
+    own = model.get_image_features
+
+    def observed(*args: Any) -> Any:
+        seen.append(own(*args))
+        return seen[-1]
+
+    model.get_image_features = observed
+    image_trainer = one_step_trainer(model, processor, row, tmp_path / "image")
+    image_trainer.train()
+    del model.get_image_features
+    loss = [entry["loss"] for entry in image_trainer.state.log_history if "loss" in entry][0]
+    trained = dict(tree_flatten(model.trainable_parameters()))
+    moved = {name for name, value in trained.items() if "lora_b" in name and bool((value != untrained[name]).any())}
+    # The embedder's LoRA learns only from a gradient that flows through the image features.
+    assert any(name.startswith("embed_vision.") for name in moved), sorted(moved)
+    assert any(name.startswith("language_model.") for name in moved), sorted(moved)
+    assert seen and seen[-1].shape == (1, 256, model.config.text_config.hidden_size)
+    assert bool(mx.isfinite(seen[-1]).all())
+    # The loss by hand with the weights the step started from, on the features the tower gave the trainer.
+    model.update(tree_unflatten(list(untrained.items())))
+    with_image = _hand_written_loss(model, processor, [row], cached_image_features=seen[-1])
+    # Without pixels, mlx-vlm fills the image tokens with their own embeddings.
+    without_image = _hand_written_loss(model, processor, [row], pixel_values=None)
+    assert np.isfinite(loss) and abs(loss - with_image) < 1e-4, (loss, with_image, without_image)
+    assert abs(with_image - without_image) > 1e-2, (with_image, without_image)

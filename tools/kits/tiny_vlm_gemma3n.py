@@ -144,10 +144,18 @@ def draw_correct_output_scales(language_model: Any) -> None:
 
 
 def build_tiny_gemma3n(
-    folder: str | Path, *, seed: int = 0, vocab_size: int = 512, layers: int = 2, shared: int = 0
+    folder: str | Path,
+    *,
+    seed: int = 0,
+    vocab_size: int = 512,
+    layers: int = 2,
+    shared: int = 0,
+    image_side: int = 768,
 ) -> Path:
     """A loadable tiny Gemma 3n (text, audio and mlx-vlm's fixed vision tower) in `folder`; `shared` of its
-    `layers` reuse an earlier layer's keys and values, as the real checkpoints' last ones do. Returns its path."""
+    `layers` reuse an earlier layer's keys and values, as the real checkpoints' last ones do; its processor resizes
+    images to `image_side` pixels (the checkpoints' 768, or 512, the smallest the tower's fusion adapter takes).
+    Returns its path."""
     from mlx_vlm.models import gemma3n
 
     folder = Path(folder)
@@ -176,7 +184,7 @@ def build_tiny_gemma3n(
             "feature_size": 128,
             "sampling_rate": 16000,
             "image_processor_type": "SiglipImageProcessor",
-            "size": {"height": 768, "width": 768},
+            "size": {"height": image_side, "width": image_side},
             "image_mean": [0.0, 0.0, 0.0],
             "image_std": [1.0, 1.0, 1.0],
             "rescale_factor": 1 / 255,
