@@ -120,8 +120,8 @@ def render_table(families: Sequence[str]) -> str:
         BEGIN,
         "",
         f"{len(verdicts)} vision and audio families mlx-vlm {gguf_coverage._distribution_version('mlx-vlm')} ships; "
-        f"llama.cpp (llama-cpp-python {VERSION}) writes a projector for {known} of them; {exported} are exported "
-        f"here with their mmproj file, the others refused with the reason below (`gguf` {version}).",
+        f"llama.cpp (llama-cpp-python {VERSION}) writes a projector for {known} of them; exported here with their "
+        f"mmproj file: {exported}; the others are refused with the reason below (`gguf` {version}).",
         "",
         "| mlx-vlm family | llama.cpp projector | in `gguf` | GGUF + mmproj export |",
         "| --- | --- | --- | --- |",
