@@ -155,3 +155,39 @@ def test_the_table_in_the_docs_is_in_sync_and_check_mode_writes_nothing(tmp_path
     assert gguf_mmproj_coverage.main(["--check", "--docs", str(docs)], stdout=out) == 1
     assert docs.read_text(encoding="utf-8") == stale
     assert "python -m tools.gguf_mmproj_coverage" in out.getvalue()
+
+
+def test_mistral_3_gets_llama_cpps_pixtral_projector_with_its_image_break_embedding(tmp_path) -> None:
+    import gguf
+
+    from tools.kits.tiny_vlm_model import build_tiny_mistral3
+    from unsloth import FastVisionModel
+    from unsloth.mlx.gguf.convert import interleave_rotary_rows
+    from unsloth.mlx.vision.merged import merged_weights
+
+    model, processor = FastVisionModel.from_pretrained(str(build_tiny_mistral3(tmp_path / "model")))
+    paths = model.save_pretrained_gguf(str(tmp_path / "gguf"), processor, quantization_method="f16")
+    assert [Path(path).name for path in paths] == ["unsloth.F16.gguf", "unsloth.F16-mmproj.gguf"]
+    language, projector = (gguf.GGUFReader(str(path)) for path in paths)
+    assert _value(language, "general.architecture") == "llama"
+    assert _value(projector, "clip.projector_type") == "pixtral"
+    assert _value(projector, "clip.vision.spatial_merge_size") == 2
+    assert _value(projector, "clip.use_gelu") is True
+    tensors = {tensor.name: np.array(tensor.data, dtype=np.float32) for tensor in projector.tensors}
+    weights = {name: np.array(value) for name, value in merged_weights(model).items()}
+    break_id = processor.tokenizer.convert_tokens_to_ids("[IMG_BREAK]")
+    np.testing.assert_array_equal(tensors["v.token_embd.img_break"], weights[_EMBEDDINGS][break_id])
+    query = weights["vision_tower.vision_model.transformer.layers.0.attention.q_proj.weight"]
+    np.testing.assert_allclose(tensors["v.blk.0.attn_q.weight"], interleave_rotary_rows(query, 2), atol=1e-3)
+    assert {"mm.1.weight", "mm.2.weight", "mm.input_norm.weight", "mm.patch_merger.weight"} <= set(tensors)
+
+
+_EMBEDDINGS = "language_model.model.embed_tokens.weight"
+
+
+def test_a_pixtral_tower_rotating_by_another_base_is_refused_by_name() -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    config = {"model_type": "mistral3", "vision_config": {"rope_theta": 1e6, "num_attention_heads": 2}}
+    with pytest.raises(NotImplementedError, match="vision rope_theta of 1000000.0: llama.cpp's Pixtral rotates by"):
+        projector_for(config)

@@ -6,11 +6,12 @@ an RMS norm and one projection into the language model's width; as `Gemma3Vision
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from .registry import ProjectorFamily, register
+from .registry import ProjectorFamily, float32, register
 
 _TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.")
 # llama.cpp reads this many patches per side pooled into one token unless the file says otherwise.
@@ -45,7 +46,7 @@ class Gemma3Projector(ProjectorFamily):
         }
         return _text_config(config), named
 
-    def tensors(self, config: Dict[str, Any], weights: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    def tensors(self, config: Dict[str, Any], weights: Dict[str, Any], folder: Path) -> Dict[str, np.ndarray]:
         import gguf
 
         names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, int(config["vision_config"]["num_hidden_layers"]))
@@ -54,7 +55,7 @@ class Gemma3Projector(ProjectorFamily):
             if not name.startswith(_TOWER_PREFIXES):
                 continue
             name = name.replace("_weight", ".weight")  # the projection is a bare parameter, not a layer
-            data = np.asarray(value, dtype=np.float32)
+            data = float32(value)
             if name.endswith("patch_embedding.weight"):
                 data = data.transpose(0, 3, 1, 2)  # MLX's (out, h, w, in) convolution to llama.cpp's (out, in, h, w)
             if name.endswith("soft_emb_norm.weight"):

@@ -58,20 +58,21 @@ def write_mmproj(
     path: Path,
     family: ProjectorFamily,
     config: Dict[str, Any],
-    weights: Dict[str, np.ndarray],
+    weights: Dict[str, Any],
     preprocessor: Dict[str, Any],
     file_type: str = "f16",
     name: str = "unsloth",
 ) -> Dict[str, str]:
-    """Write the projector's GGUF; returns each tensor's stored type."""
+    """Write the projector's GGUF (beside the saved tokenizer); returns each tensor's stored type."""
     import gguf
 
     wanted, llama_type = FILE_TYPES[file_type]
-    tensors = family.tensors(config, weights)
+    tensors = family.tensors(config, weights, path.parent)
     writer = gguf.GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.MMPROJ])
     writer.add_type(gguf.GGUFType.MMPROJ)
     writer.add_name(name)
     writer.add_file_type(gguf.LlamaFileType[llama_type])
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     write_common_keys(writer, config, preprocessor)
     writer.add_clip_projector_type(family.projector_type)
     family.write_keys(writer, config, preprocessor)

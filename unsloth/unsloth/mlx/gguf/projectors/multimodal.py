@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import mlx.core as mx
-import numpy as np
 
 from ..export import check_request, write_files
 from .mmproj import write_mmproj
@@ -48,11 +47,9 @@ def write_multimodal_files(
     folder = Path(save_directory)
     paths = write_files(text_config, text_weights, folder, tokenizer, requested, modelfile_location=".")
     file_type = mmproj_file_type(weights)
-    tower = {name: np.array(value.astype(mx.float32)) for name, value in weights.items() if name not in text_weights}
-    tower = {name: value for name, value in tower.items() if not name.startswith("language_model.")}
     mmproj = folder / f"unsloth.{file_type.upper()}-mmproj.gguf"
     try:
-        write_mmproj(mmproj, family, config, tower, preprocessor, file_type)
+        write_mmproj(mmproj, family, config, weights, preprocessor, file_type)
     except BaseException:
         mmproj.unlink(missing_ok=True)  # no half-written file
         raise

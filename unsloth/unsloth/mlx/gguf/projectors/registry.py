@@ -5,6 +5,7 @@ vision-language config it reads, as llama.cpp's converter registers its `MmprojM
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Tuple
 
 import numpy as np
@@ -12,7 +13,8 @@ import numpy as np
 
 class ProjectorFamily:
     """One family's projector: the language model inside its config and weights, the projector's tensors under
-    llama.cpp's names, the `clip.*` keys, and the tensors llama.cpp's converter stores in a type of their own."""
+    llama.cpp's names, the `clip.*` keys, and the tensors llama.cpp's converter stores in a type of their own.
+    `refuse` names the settings llama.cpp's graph for it does not reproduce, before any work."""
 
     projector_type: str = ""  # a gguf.VisionProjectorType value
     # llama.cpp name -> GGML type name, whatever the file's type (llama.cpp's `tensor_force_quant`).
@@ -21,14 +23,27 @@ class ProjectorFamily:
     def language(self, config: Dict[str, Any], weights: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         raise NotImplementedError
 
-    def tensors(self, config: Dict[str, Any], weights: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    def tensors(self, config: Dict[str, Any], weights: Dict[str, Any], folder: Path) -> Dict[str, np.ndarray]:
+        """The projector's tensors from every weight of the model (`folder` holds its saved tokenizer)."""
         raise NotImplementedError
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        """Raise `UnsupportedProjector` for a setting llama.cpp's projector graph does not reproduce."""
 
     def write_keys(self, writer: Any, config: Dict[str, Any], preprocessor: Dict[str, Any]) -> None:
         raise NotImplementedError
 
 
 PROJECTORS: Dict[str, ProjectorFamily] = {}
+
+
+def float32(value: Any) -> np.ndarray:
+    """A weight (an MLX or numpy array) as float32 numpy."""
+    if hasattr(value, "astype") and not isinstance(value, np.ndarray):
+        import mlx.core as mx
+
+        value = value.astype(mx.float32)
+    return np.array(value, dtype=np.float32)
 
 
 def register(*model_types: str) -> Callable[[type], type]:
@@ -52,6 +67,7 @@ def projector_for(config: Dict[str, Any]) -> ProjectorFamily:
 
     model_type = str(config.get("model_type"))
     if model_type in PROJECTORS:
+        PROJECTORS[model_type].refuse(config)
         return PROJECTORS[model_type]
     # llama.cpp's converter picks the projector's class from the vision config's own architectures first.
     names = [*((config.get("vision_config") or {}).get("architectures") or ()), *(config.get("architectures") or ())]
