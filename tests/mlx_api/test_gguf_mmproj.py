@@ -116,8 +116,8 @@ def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
 def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
     from unsloth.mlx.gguf.projectors import projector_for
 
-    with pytest.raises(NotImplementedError, match="model_type 'lfm2_vl'.*writes its projector as lfm2"):
-        projector_for({"model_type": "lfm2_vl"})
+    with pytest.raises(NotImplementedError, match="model_type .qwen3_vl.*writes its projector as qwen3vl"):
+        projector_for({"model_type": "qwen3_vl"})
     with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
         projector_for({"model_type": "mllama"})
 
@@ -191,3 +191,25 @@ def test_a_pixtral_tower_rotating_by_another_base_is_refused_by_name() -> None:
     config = {"model_type": "mistral3", "vision_config": {"rope_theta": 1e6, "num_attention_heads": 2}}
     with pytest.raises(NotImplementedError, match="vision rope_theta of 1000000.0: llama.cpp's Pixtral rotates by"):
         projector_for(config)
+
+
+def test_lfm2_vl_gets_llama_cpps_lfm2_projector_with_its_linear_patch_embedding(tmp_path) -> None:
+    import gguf
+
+    from tools.kits.tiny_vlm_model import build_tiny_lfm2_vl
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.merged import merged_weights
+
+    model, processor = FastVisionModel.from_pretrained(str(build_tiny_lfm2_vl(tmp_path / "model")))
+    paths = model.save_pretrained_gguf(str(tmp_path / "gguf"), processor, quantization_method="f16")
+    language, projector = (gguf.GGUFReader(str(path)) for path in paths)
+    assert _value(language, "general.architecture") == "lfm2"
+    assert _value(projector, "clip.projector_type") == "lfm2"
+    assert _value(projector, "clip.vision.projector.scale_factor") == 2
+    assert _value(projector, "clip.vision.image_size") == 256  # what llama.cpp's converter writes for NaFlex
+    assert _value(projector, "clip.vision.block_count") == 2
+    tensors = {tensor.name: tensor for tensor in projector.tensors}
+    patch = np.array(merged_weights(model)["vision_tower.embeddings.patch_embedding.weight"])  # (out, 16 * 16 * 3)
+    stored = np.array(tensors["v.patch_embd.weight"].data, dtype=np.float32).reshape(patch.shape[0], 3, 16, 16)
+    np.testing.assert_allclose(stored, patch.reshape(-1, 16, 16, 3).transpose(0, 3, 1, 2), atol=1e-3)
+    assert {"mm.input_norm.weight", "mm.1.weight", "mm.2.bias"} <= set(tensors)

@@ -38,9 +38,10 @@ def _vision_value(vision: Dict[str, Any], *keys: str) -> Any:
     return vision[found]
 
 
-def write_common_keys(writer: Any, config: Dict[str, Any], preprocessor: Dict[str, Any]) -> None:
+def write_common_keys(
+    writer: Any, config: Dict[str, Any], vision: Dict[str, Any], preprocessor: Dict[str, Any]
+) -> None:
     """The vision encoder's shape and the image normalisation, as every projector's file carries them."""
-    vision = config["vision_config"]
     text = {**config, **(config.get("text_config") or {})}
     writer.add_clip_has_vision_encoder(True)
     writer.add_vision_projection_dim(int(text["hidden_size"]))
@@ -73,7 +74,7 @@ def write_mmproj(
     writer.add_name(name)
     writer.add_file_type(gguf.LlamaFileType[llama_type])
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    write_common_keys(writer, config, preprocessor)
+    write_common_keys(writer, config, family.vision_settings(config), preprocessor)
     writer.add_clip_projector_type(family.projector_type)
     family.write_keys(writer, config, preprocessor)
     stored = {}

@@ -27,6 +27,11 @@ class ProjectorFamily:
         """The projector's tensors from every weight of the model (`folder` holds its saved tokenizer)."""
         raise NotImplementedError
 
+    def vision_settings(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        """The vision config the shared `clip.vision.*` keys are written from (a family may adjust it as llama.cpp's
+        converter does)."""
+        return dict(config["vision_config"])
+
     def refuse(self, config: Dict[str, Any]) -> None:
         """Raise `UnsupportedProjector` for a setting llama.cpp's projector graph does not reproduce."""
 
