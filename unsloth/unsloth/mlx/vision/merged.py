@@ -86,7 +86,6 @@ def save_vision_gguf(
     save_directory: str | Path,
     tokenizer: Any = None,
     quantization_method: Any = DEFAULT_QUANTIZATION_METHOD,
-    **_: Any,
 ) -> List[Path]:
     """`unsloth.<TYPE>.gguf` per requested method, then `unsloth.<F16|BF16>-mmproj.gguf`, as CUDA Unsloth writes a
     vision model's GGUF; the paths in that order."""
