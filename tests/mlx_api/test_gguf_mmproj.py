@@ -213,3 +213,10 @@ def test_lfm2_vl_gets_llama_cpps_lfm2_projector_with_its_linear_patch_embedding(
     stored = np.array(tensors["v.patch_embd.weight"].data, dtype=np.float32).reshape(patch.shape[0], 3, 16, 16)
     np.testing.assert_allclose(stored, patch.reshape(-1, 16, 16, 3).transpose(0, 3, 1, 2), atol=1e-3)
     assert {"mm.input_norm.weight", "mm.1.weight", "mm.2.bias"} <= set(tensors)
+
+
+def test_gemma_4_with_an_audio_tower_is_refused_by_name() -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    with pytest.raises(NotImplementedError, match="gemma4 with an audio tower: its audio projector .gemma4a."):
+        projector_for({"model_type": "gemma4", "vision_config": {}, "audio_config": {"hidden_size": 8}})

@@ -78,6 +78,8 @@ def _image_settings(model: Any, processor: Any) -> Dict[str, Any]:
     for key in ("image_mean", "image_std"):
         if getattr(image_processor, key, None) is not None:
             settings[key] = list(getattr(image_processor, key))
+    if getattr(image_processor, "do_normalize", True) is False:  # the tower sees the pixels in [0, 1] as they are
+        settings |= {"image_mean": [0.0, 0.0, 0.0], "image_std": [1.0, 1.0, 1.0]}
     return settings
 
 

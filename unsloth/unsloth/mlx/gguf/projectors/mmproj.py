@@ -75,7 +75,10 @@ def write_mmproj(
     writer.add_file_type(gguf.LlamaFileType[llama_type])
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     write_common_keys(writer, config, family.vision_settings(config), preprocessor)
-    writer.add_clip_projector_type(family.projector_type)
+    if family.per_encoder_type:
+        writer.add_clip_vision_projector_type(family.projector_type)
+    else:
+        writer.add_clip_projector_type(family.projector_type)
     family.write_keys(writer, config, preprocessor)
     stored = {}
     for tensor_name, data in tensors.items():

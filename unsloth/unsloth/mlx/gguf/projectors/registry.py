@@ -17,6 +17,8 @@ class ProjectorFamily:
     `refuse` names the settings llama.cpp's graph for it does not reproduce, before any work."""
 
     projector_type: str = ""  # a gguf.VisionProjectorType value
+    # Families whose file can carry an audio projector too name the vision one under clip.vision.projector_type.
+    per_encoder_type: bool = False
     # llama.cpp name -> GGML type name, whatever the file's type (llama.cpp's `tensor_force_quant`).
     forced_types: Mapping[str, str] = {}
 
