@@ -162,7 +162,8 @@ def trl(session: nox.Session) -> None:
 @nox.session
 def llama_cpp(session: nox.Session) -> None:
     """Export tiny trained models of every GGUF family and run them with llama.cpp itself (built once, cached)."""
-    _install_packages(session, *MLX_DEPS, "pytest-xdist", str(_llama_cpp_wheel(session)))
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, "pytest-xdist", str(_llama_cpp_wheel(session)))
+    session.install("--no-deps", MLX_VLM)  # a vision model's GGUF with its mmproj, read by libmtmd
     # Each family's file trains and runs on one core, so the files go to one worker per core.
     session.run("pytest", "tests/mlx_api/with_llama_cpp", "-n", "auto", "--dist", "loadscope", *session.posargs)
 

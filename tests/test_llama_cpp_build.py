@@ -84,6 +84,12 @@ def test_the_recipe_is_portable():
     assert all(options[f"GGML_{feature}"] == "OFF" for feature in ("AVX512", "AMX_TILE", "AMX_INT8"))
 
 
+def test_the_recipe_builds_the_multimodal_library():
+    # libmtmd reads a vision model's GGUF with its mmproj file; the programs stay unbuilt.
+    options = dict(argument.removeprefix("-D").split("=") for argument in CMAKE_ARGS.split())
+    assert options["LLAVA_BUILD"] == "ON" and options["LLAMA_BUILD_TOOLS"] == "OFF"
+
+
 def test_the_cache_root_follows_the_variable():
     home = Path("/home/someone")
     assert cache_root({}, home) == home / ".cache" / "unsloth-mlx"

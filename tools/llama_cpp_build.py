@@ -14,8 +14,10 @@ from typing import Mapping, Optional, Sequence, TextIO
 
 VERSION = "0.3.36"
 REQUIREMENT = f"llama-cpp-python=={VERSION}"
-# The binding needs only the library; llama.cpp's programs, tests and the multimodal part are not built.
-_UNUSED_PARTS = ("LLAVA_BUILD", "LLAMA_BUILD_TESTS", "LLAMA_BUILD_EXAMPLES", "LLAMA_BUILD_SERVER", "LLAMA_BUILD_TOOLS")
+# The bindings need only the libraries: libllama, and libmtmd (LLAVA_BUILD), which reads a GGUF with its mmproj
+# projector; llama.cpp's programs and tests are not built.
+_BUILT_PARTS = ("LLAVA_BUILD",)
+_UNUSED_PARTS = ("LLAMA_BUILD_TESTS", "LLAMA_BUILD_EXAMPLES", "LLAMA_BUILD_SERVER", "LLAMA_BUILD_TOOLS")
 # Any x86-64 CPU since Haswell, never the build host's own -march=native: a host that advertises AVX-512 or AMX
 # and will not run them kills that build with SIGILL. The AVX2 set is named, not left to ggml's NATIVE=OFF
 # defaults (which drop it when SOURCE_DATE_EPOCH is set); other architectures ignore these options.
@@ -25,7 +27,11 @@ _CPU_BASELINE = (
     *((f"GGML_{feature}", "OFF") for feature in ("AVX_VNNI", "AVX512", "AMX_TILE", "AMX_INT8", "AMX_BF16")),
 )
 CMAKE_ARGS = " ".join(
-    [*(f"-D{part}=OFF" for part in _UNUSED_PARTS), *(f"-D{option}={value}" for option, value in _CPU_BASELINE)]
+    [
+        *(f"-D{part}=ON" for part in _BUILT_PARTS),
+        *(f"-D{part}=OFF" for part in _UNUSED_PARTS),
+        *(f"-D{option}={value}" for option, value in _CPU_BASELINE),
+    ]
 )
 CACHE_VARIABLE = "UNSLOTH_LLAMA_CPP_WHEELS"
 RECIPE_FILE = "recipe.txt"

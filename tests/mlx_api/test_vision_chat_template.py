@@ -78,7 +78,7 @@ print(json.dumps({{"files": {{repo: sorted(files) for repo, files in hub.record.
 """
 
 
-def test_vision_models_push_what_their_saves_write_and_refuse_gguf_by_name(vision_dirs) -> None:  # noqa: F811
+def test_vision_models_push_what_their_saves_write_gguf_with_its_mmproj_included(vision_dirs) -> None:  # noqa: F811
     import json
     import os
     import subprocess
@@ -97,5 +97,14 @@ def test_vision_models_push_what_their_saves_write_and_refuse_gguf_by_name(visio
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert {"adapters.safetensors", "adapter_config.json", "tokenizer.json"} <= set(found["files"]["me/vision-lora"])
     assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(found["files"]["me/vision-merged"])
-    assert "me/vision-gguf" not in found["files"]
-    assert found["gguf"].startswith("save_pretrained_gguf / push_to_hub_gguf: GGUF export of a vision model")
+    assert found["gguf"] is None
+    assert {"unsloth.Q8_0.gguf", "unsloth.F16-mmproj.gguf", "Modelfile"} <= set(found["files"]["me/vision-gguf"])
+
+
+def test_gguf_of_a_family_without_a_projector_converter_is_refused_by_name(vision_dirs, tmp_path) -> None:  # noqa: F811
+    model, processor = load(vision_dirs, "qwen2_5_vl", lora=False)
+    with pytest.raises(NotImplementedError) as error:
+        model.save_pretrained_gguf(str(tmp_path / "gguf"), processor)
+    assert "model_type 'qwen2_5_vl'" in str(error.value)
+    assert "writes its projector as qwen2vl or qwen25o or qwen25vl" in str(error.value)
+    assert not (tmp_path / "gguf").exists() or not list((tmp_path / "gguf").iterdir())

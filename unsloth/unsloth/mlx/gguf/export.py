@@ -73,9 +73,10 @@ def write_files(
     save_directory: str | Path,
     tokenizer: Any,
     requested: List[Any],
+    modelfile_location: str = "",
 ) -> List[Path]:
     """Write `unsloth.<TYPE>.gguf` for each requested method (and the tokenizer and config they are built from)
-    into `save_directory`; the paths in the order asked."""
+    into `save_directory`; the paths in the order asked. The Modelfile names the first file, or `modelfile_location`."""
     config, weights = unwrap_text_model(source, weights)
     config = with_layer_count(config)
     embeddings = weights[embedding_name(config)]
@@ -102,7 +103,7 @@ def write_files(
         paths.append(path)
     by_method = dict(zip(methods, paths))
     chosen = [by_method[resolve_method(method, own_float)] for method in requested]
-    _write_modelfile(folder, chosen[0].name, tokenizer, str(config.get("model_type", "this")))
+    _write_modelfile(folder, modelfile_location or chosen[0].name, tokenizer, str(config.get("model_type", "this")))
     return chosen
 
 

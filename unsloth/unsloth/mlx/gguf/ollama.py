@@ -41,19 +41,24 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _location(gguf_name: str) -> str:
+    """A file beside the Modelfile, or the folder itself (`.`), as CUDA Unsloth names it for a vision model."""
+    return gguf_name if gguf_name == "." else f"./{gguf_name}"
+
+
 def build_modelfile(gguf_name: str, tokenizer: Any, model_type: str = "this") -> str:
     """The Modelfile for `gguf_name` (a file beside it), from the tokenizer's chat template and EOS."""
     prepared = getattr(tokenizer, "_ollama_modelfile", None)
     if isinstance(prepared, str) and FILE_LOCATION in prepared:
         # The notebook's own prompt format (apply_chat_template) wins over the family table, as on CUDA.
-        return prepared.replace(FILE_LOCATION, f"./{gguf_name}")
+        return prepared.replace(FILE_LOCATION, _location(gguf_name))
     eos_token = getattr(tokenizer, "eos_token", None)
     family = family_of_template(getattr(tokenizer, "chat_template", None))
     named = getattr(tokenizer, "unsloth_chat_family", None)
     # Two families may share a Jinja template (Gemma 3 and 3n); the name get_chat_template was given decides.
     if family is not None and named in FAMILIES and FAMILIES[named].template == FAMILIES[family].template:
         family = named
-    lines = [f"FROM ./{gguf_name}"]
+    lines = [f"FROM {_location(gguf_name)}"]
     if family in TEMPLATES:
         template = ollama_template(family, eos_token, getattr(tokenizer, "bos_token", None))
         lines.append(f'TEMPLATE """{template}"""')

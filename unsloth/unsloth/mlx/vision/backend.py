@@ -332,6 +332,18 @@ def language_model(model: Any) -> Any:
     return model.language_model
 
 
+def effective_config(model: Any, source: Dict[str, Any]) -> Dict[str, Any]:
+    """The checkpoint's config with each sub-config completed by the values mlx-vlm built the model with (its own
+    defaults for the keys the file leaves out): what the model runs as, for an export to describe."""
+    config = dict(source)
+    built = getattr(model, "config", None)
+    for name in ("text_config", "vision_config", "audio_config"):
+        values = getattr(built, name, None)
+        if values is not None and hasattr(values, "to_dict"):
+            config[name] = {**(source.get(name) or {}), **values.to_dict()}
+    return config
+
+
 def causal_logits(model: Any, input_ids: mx.array, pixel_values: Optional[mx.array], extras: Dict[str, Any]) -> Any:
     """Logits of every position, each seeing only earlier tokens (and the images), for a right-padded batch: mlx-vlm's
     own model call, except where a family's call masks differently from training."""

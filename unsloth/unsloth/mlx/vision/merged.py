@@ -2,22 +2,27 @@
 # Copyright 2026 the unsloth authors.
 """`save_pretrained_merged` for a vision model on MLX: LoRA folded into the base weights, written as a model folder
 mlx-vlm loads (config, safetensors, processor files); the trained model keeps its adapters. `merged_4bit` writes
-MLX's 4-bit format as `mlx_vlm.convert -q` does (the language model quantized, the towers in floating point)."""
+MLX's 4-bit format as `mlx_vlm.convert -q` does (the language model quantized, the towers in floating point).
+`save_vision_gguf` hands the same merged weights and the config to the `gguf` layer: the language model's GGUF and
+the projector's mmproj."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
+from ..gguf.export import DEFAULT_QUANTIZATION_METHOD, requested_methods
+from ..gguf.projectors.multimodal import OLLAMA_NOTE, check_multimodal_request, write_multimodal_files
 from ..models.keywords import normalised_name
 from ..models.merged import FOUR_BIT_GROUP_SIZE, MXFP4_MODEL_TYPES
 from ..models.quantize import dense_layer
-from .backend import quantize_saved_model
+from .backend import effective_config, quantize_saved_model
 from .processors import save_processor
 from .lora import vision_lora_settings
 
@@ -79,3 +84,46 @@ def save_vision_merged(
         print(f"Unsloth: {FOUR_BIT_NOTE}.")
         quantize_saved_model(folder, bits=4, group_size=FOUR_BIT_GROUP_SIZE)
     return folder
+
+
+def _source_json(model: Any, name: str) -> Dict[str, Any]:
+    path = Path(getattr(model, SOURCE_FOLDER_ATTRIBUTE)) / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _image_settings(model: Any, processor: Any) -> Dict[str, Any]:
+    """The image processor's settings (mean, std), as llama.cpp's converter reads them from the checkpoint."""
+    image_processor = getattr(processor, "image_processor", None)
+    settings = {**_source_json(model, "preprocessor_config.json")}
+    for key in ("image_mean", "image_std"):
+        if getattr(image_processor, key, None) is not None:
+            settings[key] = list(getattr(image_processor, key))
+    if getattr(image_processor, "do_normalize", True) is False:  # the tower sees the pixels in [0, 1] as they are
+        settings |= {"image_mean": [0.0, 0.0, 0.0], "image_std": [1.0, 1.0, 1.0]}
+    return settings
+
+
+def save_vision_gguf(
+    model: Any,
+    save_directory: str | Path,
+    tokenizer: Any = None,
+    quantization_method: Any = DEFAULT_QUANTIZATION_METHOD,
+) -> List[Path]:
+    """`unsloth.<TYPE>.gguf` per requested method, then `unsloth.<F16|BF16>-mmproj.gguf`, as CUDA Unsloth writes a
+    vision model's GGUF; the paths in that order."""
+    if tokenizer is None:
+        raise TypeError("save_pretrained_gguf of a vision model needs its processor (or tokenizer) as the 2nd argument")
+    requested = requested_methods(quantization_method)
+    config = effective_config(model, _source_json(model, "config.json"))
+    check_multimodal_request(config, save_directory, requested)  # before the merge a refusal would waste
+    text_tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
+    paths = write_multimodal_files(
+        config, merged_weights(model), _image_settings(model, tokenizer), save_directory, text_tokenizer, requested
+    )
+    if text_tokenizer is not tokenizer:
+        save_processor(tokenizer, Path(save_directory))
+    print(f"Unsloth: example usage for Multimodal LLMs: llama-mtmd-cli -m {paths[0]} --mmproj {paths[-1]}")
+    print("Unsloth: load image inside llama.cpp runner: /image test_image.jpg")
+    print("Unsloth: Prompt model to describe the image")
+    print(f"Unsloth: {OLLAMA_NOTE}.")
+    return paths

@@ -32,7 +32,7 @@ from .collator import UnslothVisionDataCollator
 from ..models.fast_inference import write_peft_beside
 from .fast_inference import attach_vision_fast_inference, attach_vision_save_lora, vision_peft_config
 from .generation import attach_generate
-from .merged import SOURCE_FOLDER_ATTRIBUTE, save_vision_merged
+from .merged import SOURCE_FOLDER_ATTRIBUTE, save_vision_gguf, save_vision_merged
 from .lora import (
     VisionLoraSettings,
     apply_vision_lora,
@@ -107,15 +107,6 @@ def check_vision_auto_model(owner: str, auto_model: Any, folder: str | Path) -> 
             f"its vision tower, which mlx-vlm loads as its own family; pass auto_model={' or '.join(sorted(accepted))} "
             "or leave it out"
         )
-
-
-def _refuse_gguf(model: Any, *args: Any, **kwargs: Any) -> None:
-    raise NotImplementedError(
-        "save_pretrained_gguf / push_to_hub_gguf: GGUF export of a vision model (its language model plus the vision "
-        "projector llama.cpp keeps in a separate mmproj file) is not available on MLX; save_pretrained_merged and "
-        "push_to_hub_merged save the merged model. For a GGUF of the language model alone, fine-tune it loaded "
-        "with FastModel.from_pretrained(..., text_only=True) or FastLanguageModel.from_pretrained(..., text_only=True)"
-    )
 
 
 def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = None, **_: Any) -> None:
@@ -195,8 +186,8 @@ class FastVisionModel:
         # The text models' pushes, each uploading what the matching save writes here.
         model.push_to_hub = MethodType(hub.model_push_to_hub, model)
         model.push_to_hub_merged = MethodType(hub.push_to_hub_merged, model)
-        model.save_pretrained_gguf = MethodType(_refuse_gguf, model)
-        model.push_to_hub_gguf = MethodType(_refuse_gguf, model)
+        model.save_pretrained_gguf = MethodType(save_vision_gguf, model)
+        model.push_to_hub_gguf = MethodType(hub.push_to_hub_gguf, model)
         attach_generate(model, processor)
         for name, method in REPO_CODE_MODEL_METHODS.get(model_family(model), {}).items():
             setattr(model, name, MethodType(method, model))

@@ -1,0 +1,222 @@
+"""A vision model's GGUF export without llama.cpp: the projector's mmproj file as llama.cpp's converter writes it
+(keys, names, per-tensor types, Gemma's norm offset), the language model's file beside it, the Modelfile CUDA Unsloth
+writes, and the derived table of projector families that refuses every other family by name."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Dict
+
+import numpy as np
+import pytest
+
+from tools import gguf_mmproj_coverage
+
+CONVERTER = """
+@ModelBase.register("Gemma3ForConditionalGeneration")
+class Gemma3VisionModel(MmprojModel):
+    def set_gguf_parameters(self):
+        self.gguf_writer.add_clip_projector_type(gguf.VisionProjectorType.GEMMA3)
+
+@ModelBase.register("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration")
+class Qwen2VLVisionModel(MmprojModel):
+    def set_gguf_parameters(self):
+        if self.kind == "qwen2_vl":
+            self.gguf_writer.add_clip_projector_type(gguf.VisionProjectorType.QWEN2VL)
+        else:
+            self.gguf_writer.add_clip_projector_type(gguf.VisionProjectorType.QWEN25VL)
+
+@ModelBase.register("Sarashina2VisionForCausalLM")
+class Sarashina(Qwen2VLVisionModel):
+    pass
+
+@ModelBase.register("Gemma3ForCausalLM")
+class Gemma3Text(TextModel):
+    model_arch = gguf.MODEL_ARCH.GEMMA3
+"""
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    """A tiny Gemma 3 with LoRA, exported in q8_0: its paths, its merged weights and its GGUF readers."""
+    import gguf
+
+    from tools.kits.tiny_vlm_model import build_tiny_gemma3
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.merged import merged_weights
+
+    root = tmp_path_factory.mktemp("gemma3-gguf")
+    model, processor = FastVisionModel.from_pretrained(str(build_tiny_gemma3(root / "model")))
+    model = FastVisionModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0)
+    paths = model.save_pretrained_gguf(str(root / "gguf"), processor)
+    weights = {name: np.array(value) for name, value in merged_weights(model).items()}
+    readers = [gguf.GGUFReader(str(path)) for path in paths]
+    return {"paths": paths, "weights": weights, "readers": readers, "folder": root / "gguf"}
+
+
+def _value(reader: Any, key: str) -> Any:
+    field = reader.fields[key]
+    value = field.contents() if hasattr(field, "contents") else field.parts[field.data[0]]
+    return value
+
+
+def test_the_language_model_then_the_mmproj_as_cuda_unsloth_names_them(exported) -> None:
+    assert [Path(path).name for path in exported["paths"]] == ["unsloth.Q8_0.gguf", "unsloth.F16-mmproj.gguf"]
+    language, projector = exported["readers"]
+    assert _value(language, "general.architecture") == "gemma3"
+    assert _value(projector, "general.architecture") == "clip"
+    assert _value(projector, "general.type") == "mmproj"
+    assert not any(tensor.name.startswith(("v.", "mm.")) for tensor in language.tensors)
+    assert all(tensor.name.startswith(("v.", "mm.")) for tensor in projector.tensors)
+
+
+def test_the_projector_keys_are_llama_cpps_gemma3_keys(exported) -> None:
+    projector = exported["readers"][1]
+    assert _value(projector, "clip.projector_type") == "gemma3"
+    assert _value(projector, "clip.has_vision_encoder") is True
+    assert _value(projector, "clip.vision.projection_dim") == 64  # the language model's width
+    assert _value(projector, "clip.vision.image_size") == 32
+    assert _value(projector, "clip.vision.patch_size") == 8
+    assert _value(projector, "clip.vision.block_count") == 2
+    assert _value(projector, "clip.vision.image_mean") == pytest.approx([0.5, 0.5, 0.5])
+    # 4 patches a side pooled to 2 tokens a side: written because it is not llama.cpp's default of 4.
+    assert _value(projector, "clip.vision.projector.scale_factor") == 2
+
+
+def test_each_projector_tensor_has_the_type_and_values_llama_cpps_converter_gives_it(exported) -> None:
+    tensors = {tensor.name: tensor for tensor in exported["readers"][1].tensors}
+    types = {name: tensor.tensor_type.name for name, tensor in tensors.items()}
+    assert types["v.patch_embd.weight"] == "F32" and types["v.position_embd.weight"] == "F32"
+    assert types["mm.input_projection.weight"] == "F16"
+    assert types["v.blk.0.attn_q.weight"] == "F16" and types["v.blk.0.attn_q.bias"] == "F32"
+    assert types["mm.soft_emb_norm.weight"] == "F32" and types["v.post_ln.weight"] == "F32"
+    weights = exported["weights"]
+    norm = weights["multi_modal_projector.mm_soft_emb_norm.weight"]
+    np.testing.assert_allclose(np.array(tensors["mm.soft_emb_norm.weight"].data), norm + 1.0, rtol=1e-6)
+    patch = weights["vision_tower.vision_model.embeddings.patch_embedding.weight"]  # MLX: (out, h, w, in)
+    stored = np.array(tensors["v.patch_embd.weight"].data).reshape(patch.shape[0], patch.shape[3], *patch.shape[1:3])
+    np.testing.assert_allclose(stored, patch.transpose(0, 3, 1, 2), rtol=1e-6)
+
+
+def test_the_modelfile_names_the_folder_as_cuda_unsloth_does_for_a_vision_model(exported) -> None:
+    assert (exported["folder"] / "Modelfile").read_text().splitlines()[0] == "FROM ."
+    assert (exported["folder"] / "processor_config.json").is_file()  # the processor saved beside them
+
+
+def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
+    import mlx.core as mx
+
+    from unsloth.mlx.gguf.projectors.multimodal import mmproj_file_type
+
+    assert mmproj_file_type({"a": mx.zeros((2,), dtype=mx.bfloat16)}) == "bf16"
+    assert mmproj_file_type({"a": mx.zeros((2,), dtype=mx.float32)}) == "f16"
+
+
+def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    with pytest.raises(NotImplementedError, match="model_type .qwen3_vl.*writes its projector as qwen3vl"):
+        projector_for({"model_type": "qwen3_vl"})
+    with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
+        projector_for({"model_type": "mllama"})
+
+
+def test_the_projector_facts_are_read_from_the_mmproj_classes_with_their_bases() -> None:
+    assert gguf_mmproj_coverage.parse_projector_classes([CONVERTER]) == {
+        "Gemma3ForConditionalGeneration": ("GEMMA3",),
+        "Qwen2VLForConditionalGeneration": ("QWEN2VL", "QWEN25VL"),
+        "Qwen2_5_VLForConditionalGeneration": ("QWEN2VL", "QWEN25VL"),
+        "Sarashina2VisionForCausalLM": ("QWEN2VL", "QWEN25VL"),
+    }
+
+
+def test_every_registered_family_is_exported_in_the_table_and_every_other_refused() -> None:
+    from unsloth.mlx.gguf.projectors import PROJECTORS
+    from unsloth.mlx.gguf.projectors.coverage import projector_verdict
+
+    families = gguf_mmproj_coverage.installed_vision_families()
+    assert set(PROJECTORS) <= set(families)
+    for family in families:
+        verdict = projector_verdict(family)
+        assert verdict.exported == (family in PROJECTORS)
+        assert bool(verdict.reason) != verdict.exported
+
+
+def test_the_table_in_the_docs_is_in_sync_and_check_mode_writes_nothing(tmp_path) -> None:
+    docs = tmp_path / "gguf.md"
+    committed = gguf_mmproj_coverage.DOCS.read_text(encoding="utf-8")
+    docs.write_text(committed, encoding="utf-8")
+    out = io.StringIO()
+    assert gguf_mmproj_coverage.main(["--check", "--docs", str(docs)], stdout=out) == 0, out.getvalue()
+    stale = committed.replace("| `gemma3` | `gemma3` | yes | exported |", "| `gemma3` | `gemma3` | yes | refused |")
+    assert stale != committed
+    docs.write_text(stale, encoding="utf-8")
+    assert gguf_mmproj_coverage.main(["--check", "--docs", str(docs)], stdout=out) == 1
+    assert docs.read_text(encoding="utf-8") == stale
+    assert "python -m tools.gguf_mmproj_coverage" in out.getvalue()
+
+
+def test_mistral_3_gets_llama_cpps_pixtral_projector_with_its_image_break_embedding(tmp_path) -> None:
+    import gguf
+
+    from tools.kits.tiny_vlm_model import build_tiny_mistral3
+    from unsloth import FastVisionModel
+    from unsloth.mlx.gguf.convert import interleave_rotary_rows
+    from unsloth.mlx.vision.merged import merged_weights
+
+    model, processor = FastVisionModel.from_pretrained(str(build_tiny_mistral3(tmp_path / "model")))
+    paths = model.save_pretrained_gguf(str(tmp_path / "gguf"), processor, quantization_method="f16")
+    assert [Path(path).name for path in paths] == ["unsloth.F16.gguf", "unsloth.F16-mmproj.gguf"]
+    language, projector = (gguf.GGUFReader(str(path)) for path in paths)
+    assert _value(language, "general.architecture") == "llama"
+    assert _value(projector, "clip.projector_type") == "pixtral"
+    assert _value(projector, "clip.vision.spatial_merge_size") == 2
+    assert _value(projector, "clip.use_gelu") is True
+    tensors = {tensor.name: np.array(tensor.data, dtype=np.float32) for tensor in projector.tensors}
+    weights = {name: np.array(value) for name, value in merged_weights(model).items()}
+    break_id = processor.tokenizer.convert_tokens_to_ids("[IMG_BREAK]")
+    np.testing.assert_array_equal(tensors["v.token_embd.img_break"], weights[_EMBEDDINGS][break_id])
+    query = weights["vision_tower.vision_model.transformer.layers.0.attention.q_proj.weight"]
+    np.testing.assert_allclose(tensors["v.blk.0.attn_q.weight"], interleave_rotary_rows(query, 2), atol=1e-3)
+    assert {"mm.1.weight", "mm.2.weight", "mm.input_norm.weight", "mm.patch_merger.weight"} <= set(tensors)
+
+
+_EMBEDDINGS = "language_model.model.embed_tokens.weight"
+
+
+def test_a_pixtral_tower_rotating_by_another_base_is_refused_by_name() -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    config = {"model_type": "mistral3", "vision_config": {"rope_theta": 1e6, "num_attention_heads": 2}}
+    with pytest.raises(NotImplementedError, match="vision rope_theta of 1000000.0: llama.cpp's Pixtral rotates by"):
+        projector_for(config)
+
+
+def test_lfm2_vl_gets_llama_cpps_lfm2_projector_with_its_linear_patch_embedding(tmp_path) -> None:
+    import gguf
+
+    from tools.kits.tiny_vlm_model import build_tiny_lfm2_vl
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.merged import merged_weights
+
+    model, processor = FastVisionModel.from_pretrained(str(build_tiny_lfm2_vl(tmp_path / "model")))
+    paths = model.save_pretrained_gguf(str(tmp_path / "gguf"), processor, quantization_method="f16")
+    language, projector = (gguf.GGUFReader(str(path)) for path in paths)
+    assert _value(language, "general.architecture") == "lfm2"
+    assert _value(projector, "clip.projector_type") == "lfm2"
+    assert _value(projector, "clip.vision.projector.scale_factor") == 2
+    assert _value(projector, "clip.vision.image_size") == 256  # what llama.cpp's converter writes for NaFlex
+    assert _value(projector, "clip.vision.block_count") == 2
+    tensors = {tensor.name: tensor for tensor in projector.tensors}
+    patch = np.array(merged_weights(model)["vision_tower.embeddings.patch_embedding.weight"])  # (out, 16 * 16 * 3)
+    stored = np.array(tensors["v.patch_embd.weight"].data, dtype=np.float32).reshape(patch.shape[0], 3, 16, 16)
+    np.testing.assert_allclose(stored, patch.reshape(-1, 16, 16, 3).transpose(0, 3, 1, 2), atol=1e-3)
+    assert {"mm.input_norm.weight", "mm.1.weight", "mm.2.bias"} <= set(tensors)
+
+
+def test_gemma_4_with_an_audio_tower_is_refused_by_name() -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    with pytest.raises(NotImplementedError, match="gemma4 with an audio tower: its audio projector .gemma4a."):
+        projector_for({"model_type": "gemma4", "vision_config": {}, "audio_config": {"hidden_size": 8}})

@@ -1,0 +1,9 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Vision and audio projectors written as llama.cpp's `mmproj` GGUF, one module per family, each registered by its
+`model_type` (`registry`); `mmproj` writes the file, `multimodal` the language model's GGUFs and the projector's."""
+
+from . import gemma3, gemma4, lfm2, pixtral  # noqa: F401  registers the families
+from .registry import PROJECTORS, ProjectorFamily, projector_for, register
+
+__all__ = ["PROJECTORS", "ProjectorFamily", "projector_for", "register"]

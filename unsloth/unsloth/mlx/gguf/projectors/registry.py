@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""The table of projector families: each is a `ProjectorFamily` registered under the `model_type` of the
+vision-language config it reads, as llama.cpp's converter registers its `MmprojModel` subclasses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Dict, Mapping, Tuple
+
+import numpy as np
+
+
+class ProjectorFamily:
+    """One family's projector: the language model inside its config and weights, the projector's tensors under
+    llama.cpp's names, the `clip.*` keys, and the tensors llama.cpp's converter stores in a type of their own.
+    `refuse` names the settings llama.cpp's graph for it does not reproduce, before any work."""
+
+    projector_type: str = ""  # a gguf.VisionProjectorType value
+    # Families whose file can carry an audio projector too name the vision one under clip.vision.projector_type.
+    per_encoder_type: bool = False
+    # llama.cpp name -> GGML type name, whatever the file's type (llama.cpp's `tensor_force_quant`).
+    forced_types: Mapping[str, str] = {}
+
+    def language(self, config: Dict[str, Any], weights: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        raise NotImplementedError
+
+    def tensors(self, config: Dict[str, Any], weights: Dict[str, Any], folder: Path) -> Dict[str, np.ndarray]:
+        """The projector's tensors from every weight of the model (`folder` holds its saved tokenizer)."""
+        raise NotImplementedError
+
+    def vision_settings(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        """The vision config the shared `clip.vision.*` keys are written from (a family may adjust it as llama.cpp's
+        converter does)."""
+        return dict(config["vision_config"])
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        """Raise `UnsupportedProjector` for a setting llama.cpp's projector graph does not reproduce."""
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], preprocessor: Dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+PROJECTORS: Dict[str, ProjectorFamily] = {}
+
+
+def float32(value: Any) -> np.ndarray:
+    """A weight (an MLX or numpy array) as float32 numpy."""
+    if hasattr(value, "astype") and not isinstance(value, np.ndarray):
+        import mlx.core as mx
+
+        value = value.astype(mx.float32)
+    return np.array(value, dtype=np.float32)
+
+
+def register(*model_types: str) -> Callable[[type], type]:
+    """Class decorator: one instance of the family answers for each of `model_types`."""
+
+    def add(family: type) -> type:
+        for model_type in model_types:
+            PROJECTORS[model_type] = family()
+        return family
+
+    return add
+
+
+class UnsupportedProjector(NotImplementedError):
+    """The model's projector has no mmproj form here."""
+
+
+def projector_for(config: Dict[str, Any]) -> ProjectorFamily:
+    """The registered family for this config, or a refusal naming why (docs/gguf.md's multimodal table)."""
+    from .coverage import projector_verdict
+
+    model_type = str(config.get("model_type"))
+    if model_type in PROJECTORS:
+        PROJECTORS[model_type].refuse(config)
+        return PROJECTORS[model_type]
+    # llama.cpp's converter picks the projector's class from the vision config's own architectures first.
+    names = [*((config.get("vision_config") or {}).get("architectures") or ()), *(config.get("architectures") or ())]
+    reason = projector_verdict(model_type, names).reason
+    raise UnsupportedProjector(
+        f"GGUF export of a vision or audio model on MLX cannot write the projector of model_type {model_type!r}: "
+        f"{reason} (docs/gguf.md lists every family; exported: {', '.join(sorted(PROJECTORS))}). "
+        "save_pretrained_merged saves the merged model; for a GGUF of the language model alone, load it with "
+        "FastModel.from_pretrained(..., text_only=True) or FastLanguageModel.from_pretrained(..., text_only=True)"
+    )
