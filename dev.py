@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 TOOL_VENV = ROOT / ".venv-nox"
 # `dev.py test` with only these runs the lanes; anything else is a nox command line.
-LANES_OPTIONS = ("--lanes", "--fresh-clones", "--no-fresh-clones")
+LANES_OPTIONS = ("--lanes",)
 COMMANDS = {"test": [], "demo": ["-s", "demo"], "bench": ["-s", "bench"]}
 
 

@@ -44,10 +44,26 @@ FAKE_NOX = textwrap.dedent(
         # A grandchild in a session of its own, as a daemon a test forgot would be: outside the process group.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
     if name.startswith("tested"):
+        print("files here:", sorted(os.listdir(".")))
         print("========== 3 passed, 1 skipped in 0.50s ==========")
     sys.exit(1 if name.startswith("bad") else 0)
     """
 )
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A small git checkout: a committed file, an uncommitted one, and an ignored one."""
+    root = tmp_path / "checkout"
+    root.mkdir()
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "noxfile.py").write_text("# sessions\n")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"], cwd=root, check=True)
+    (root / "uncommitted.py").write_text("edit = 1\n")
+    (root / "build.log").write_text("left by a build\n")
+    return root
 
 
 def test_the_budget_table_is_read_from_its_section_only():
@@ -120,7 +136,7 @@ def test_a_process_carrying_the_marker_is_found_and_others_are_not():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_the_lanes_run_every_session_and_fail_the_bad_the_slow_and_the_leaky(tmp_path):
+def test_the_lanes_run_every_session_and_fail_the_bad_the_slow_and_the_leaky(tmp_path, checkout):
     fake = tmp_path / "fake_nox.py"
     fake.write_text(FAKE_NOX)
     sessions = [
@@ -130,7 +146,7 @@ def test_the_lanes_run_every_session_and_fail_the_bad_the_slow_and_the_leaky(tmp
         ci_lanes.Session("leaky", "leaky", 60),
     ]
     out = io.StringIO()
-    lanes = ci_lanes.Lanes([sys.executable, str(fake)], 2, False, out, tmp_path / "work")
+    lanes = ci_lanes.Lanes([sys.executable, str(fake)], 2, out, tmp_path / "work", checkout)
     wall = lanes.run(sessions)
     text = out.getvalue()
     results = {session.run_name: session for session in sessions}
@@ -141,6 +157,8 @@ def test_the_lanes_run_every_session_and_fail_the_bad_the_slow_and_the_leaky(tmp
     assert "time.sleep(120)" in results["leaky"].leftovers[0]
     assert "leaky left a process behind" in text and "over its budget of 1 s" in text
     assert "fake nox running tested" in text  # each session's log is printed
+    # Each session ran in a fresh copy: the uncommitted edit is there, the ignored build output is not.
+    assert "files here: ['.git', '.gitignore', 'noxfile.py', 'uncommitted.py']" in text
     # The leftover was ended, not just named.
     assert ci_lanes.leftover_processes(f"{lanes.run_id}:leaky") == []
     logs = {session.slug: lanes.log_path(session).read_text() for session in sessions}
@@ -164,7 +182,7 @@ def test_a_run_inside_every_budget_passes():
 INTERRUPTED_RUN = """
 import sys
 from tools import ci_lanes
-lanes = ci_lanes.Lanes([sys.executable, sys.argv[1]], 2, False, sys.stdout, ci_lanes.Path(sys.argv[2]))
+lanes = ci_lanes.Lanes([sys.executable, sys.argv[1]], 2, sys.stdout, ci_lanes.Path(sys.argv[2]), ci_lanes.Path(sys.argv[3]))
 print(lanes.run_id, flush=True)
 import signal
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -174,11 +192,11 @@ lanes.run([ci_lanes.Session("leaky-slow", "leaky", 600), ci_lanes.Session("slow"
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_a_stopped_run_ends_every_session_it_started(tmp_path):
+def test_a_stopped_run_ends_every_session_it_started(tmp_path, checkout):
     fake = tmp_path / "fake_nox.py"
     fake.write_text(FAKE_NOX.replace("time.sleep(1.5)", "time.sleep(300)"))
     runner = subprocess.Popen(
-        [sys.executable, "-c", INTERRUPTED_RUN, str(fake), str(tmp_path / "work")],
+        [sys.executable, "-c", INTERRUPTED_RUN, str(fake), str(tmp_path / "work"), str(checkout)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tools.checkout_copy import copy_checkout
 
 pytestmark = pytest.mark.slow
 
@@ -23,28 +24,9 @@ WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 README = ROOT / "README.md"
 
 
-def _git(*arguments: str, cwd: Path) -> str:
-    return subprocess.run(["git", *arguments], cwd=cwd, check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture(scope="module")
 def fresh_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    copy = tmp_path_factory.mktemp("fresh") / "checkout"
-    files = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT).split("\0")
-    for name in filter(None, files):
-        source, target = ROOT / name, copy / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            os.symlink(os.readlink(source), target)  # shared/ cgroup trees link folders as the kernel does
-        elif source.is_file():
-            shutil.copy2(source, target)
-    for command in (
-        ["init", "-q"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"],
-    ):
-        _git(*command, cwd=copy)
-    return copy
+    return copy_checkout(ROOT, tmp_path_factory.mktemp("fresh") / "checkout")
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,9 @@
 
 Standard library only: `dev.py` runs it with nothing but python3. Sessions start longest budget first, one per lane
 (one lane per core by default), each writing its own log, printed whole when it ends. A session fails when nox
-fails, when it runs past its budget in docs/sessions.md, or when it leaves processes of its own behind. Under `CI`,
-each session runs in its own fresh clone of HEAD, so no session can lean on what another left in the checkout.
+fails, when it runs past its budget in docs/sessions.md, or when it leaves processes of its own behind. Each session
+runs in a fresh copy of the checkout of its own (tools/checkout_copy.py: uncommitted edits included, nothing built),
+so no session can lean on, or trip over, what another writes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence, TextIO
 
+from tools.checkout_copy import copy_checkout
+
 ROOT = Path(__file__).resolve().parent.parent
 BUDGETS_PAGE = ROOT / "docs" / "sessions.md"
 BUDGETS_HEADING = "## Time budgets"
@@ -29,7 +31,7 @@ WHOLE_RUN = "whole run"
 # Every process a session starts inherits this, so one left behind can be found after the session ends.
 MARKER_VARIABLE = "UNSLOTH_CI_SESSION"
 LANES_VARIABLE = "UNSLOTH_CI_LANES"
-# A session's venvs and fresh clones live under the checkout's .nox (ignored by git), outside any clone.
+# The sessions' copies, venvs and logs live under the checkout's .nox (ignored by git), outside any copy.
 WORK_FOLDER = ".nox/lanes"
 _ROW = re.compile(r"^\|\s*`?([^`|]+?)`?\s*\|\s*(\d+)\s*s\s*\|")
 _PYTEST_COUNTS = re.compile(r"^=+ (.*\b(?:passed|failed|errors?|skipped|xfailed|xpassed)\b.*) in [\d.]+s")
@@ -121,19 +123,15 @@ def _end(pids: Sequence[int]) -> None:
 class Lanes:
     """Runs sessions through `nox` side by side and reports each as it ends."""
 
-    def __init__(self, nox: Sequence[str], lanes: int, fresh_clones: bool, out: TextIO, work: Path) -> None:
-        self.nox, self.lanes, self.fresh_clones, self.out, self.work = list(nox), lanes, fresh_clones, out, work
+    def __init__(self, nox: Sequence[str], lanes: int, out: TextIO, work: Path, source: Path = ROOT) -> None:
+        self.nox, self.lanes, self.out, self.work, self.source = list(nox), lanes, out, work, source
         self.run_id = uuid.uuid4().hex[:12]
 
     def _command(self, session: Session) -> tuple[list[str], Path]:
-        if not self.fresh_clones:
-            return [*self.nox, "-f", str(ROOT / "noxfile.py"), "-s", session.run_name], ROOT
-        clone = self.work / "clones" / session.slug
-        shutil.rmtree(clone, ignore_errors=True)
-        subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)
-        # Venvs outside the clone, so the next run's fresh clone finds them installed (same paths, same inputs).
+        copy = copy_checkout(self.source, self.work / "copies" / session.slug)
+        # Venvs outside the copy, so the next run's fresh copy finds them installed (same paths, same inputs).
         envdir = self.work / "venvs"
-        return [*self.nox, "-f", str(clone / "noxfile.py"), "--envdir", str(envdir), "-s", session.run_name], clone
+        return [*self.nox, "-f", str(copy / "noxfile.py"), "--envdir", str(envdir), "-s", session.run_name], copy
 
     def run(self, sessions: Sequence[Session], clock: Callable[[], float] = time.monotonic) -> float:
         """Run every session; returns the wall time of the whole run. Stopped early, it ends every running session."""
@@ -235,12 +233,6 @@ def main(argv: Sequence[str], nox: Sequence[str], out: TextIO = sys.stdout) -> i
     parser = argparse.ArgumentParser(prog="python3 dev.py test", description=__doc__.splitlines()[0])
     default_lanes = int(os.environ.get(LANES_VARIABLE) or os.cpu_count() or 2)
     parser.add_argument("--lanes", type=int, default=default_lanes, help=f"sessions at once (${LANES_VARIABLE})")
-    parser.add_argument(
-        "--fresh-clones",
-        action=argparse.BooleanOptionalAction,
-        default=bool(os.environ.get("CI")),
-        help="run each session in its own fresh clone of HEAD (on by default under CI)",
-    )
     arguments = parser.parse_args(argv)
     try:
         budgets = parse_budgets(BUDGETS_PAGE.read_text())
@@ -251,9 +243,8 @@ def main(argv: Sequence[str], nox: Sequence[str], out: TextIO = sys.stdout) -> i
         return 2
     # SIGTERM (CI's stop, `kill`) unwinds like Ctrl-C, so the running sessions are ended, not orphaned.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    lanes = Lanes(nox, max(1, arguments.lanes), arguments.fresh_clones, out, ROOT / WORK_FOLDER)
-    where = "each in a fresh clone of HEAD" if arguments.fresh_clones else "in this checkout"
-    print(f"lanes > {len(sessions)} sessions, {lanes.lanes} at a time, {where}", file=out, flush=True)
+    lanes = Lanes(nox, max(1, arguments.lanes), out, ROOT / WORK_FOLDER)
+    print(f"lanes > {len(sessions)} sessions, {lanes.lanes} at a time, each in a fresh copy", file=out, flush=True)
     wall = lanes.run(sessions)
     logs = {session.slug: lanes.log_path(session).read_text(errors="replace") for session in sessions}
     return summarize(sessions, wall, whole_budget, logs, out)
