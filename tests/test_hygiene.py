@@ -46,6 +46,12 @@ def test_reaps_its_child():
     subprocess.run(["sleep", "0"], check=True)
 
 
+def test_starts_the_interpreters_resource_tracker():
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # it lives as long as pytest does, as it would in any program
+
+
 def test_uses_the_kept_server(kept_server):
     assert kept_server.poll() is None
 
@@ -99,9 +105,9 @@ def test_the_plugin_names_and_kills_leftovers_and_names_writes_into_the_checkout
     assert f"pid {server} (started by {OUTSIDE}): sleep 601" in output, output
     assert "this test wrote ['written.txt'] into" in output, output
     assert "added out/pids.txt" in output and "added out/server.txt" in output and "added written.txt" in output, output
-    assert "sleep 600" not in output, output
+    assert "sleep 600" not in output and "resource_tracker" not in output, output
     # Their calls passed; the two tests' teardowns erred, and the session failed.
-    assert "5 passed, 2 errors" in output, output
+    assert "6 passed, 2 errors" in output, output
     assert not any(_alive(pid) for pid in (child, orphan, server))
 
 

@@ -9,6 +9,7 @@ process. Linux reads /proc directly (psutil walks every process and is ten times
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
@@ -23,6 +24,9 @@ GRACE_VARIABLE = "UNSLOTH_TEST_LEFTOVER_GRACE_S"
 # How long a leftover may take to finish exiting on its own (a pool being joined, a rank winding down).
 DEFAULT_GRACE_S = 2.0
 _POLL_S = 0.05
+# Helpers an interpreter keeps for the rest of its life and that exit with it: multiprocessing's resource tracker
+# and fork server (the stdlib's and multiprocess's); started by the session's own process, they are not leftovers.
+INTERPRETER_HELPERS = re.compile(r"from multiprocess(ing)?\.(resource_tracker|forkserver) import main")
 _MAX_DEPTH = 64
 
 
@@ -160,6 +164,8 @@ def find_leftovers(
     for pid in pids:
         facts = known[pid]
         if facts is None or not facts.alive:
+            continue
+        if facts.ppid == root and INTERPRETER_HELPERS.search(facts.command):
             continue
         environ = facts.environ or {}
         if environ.get(SESSION_VARIABLE) == token:
