@@ -36,7 +36,6 @@ class ProcessFacts:
     ppid: int
     alive: bool  # False for a zombie: it has exited and only waits to be reaped
     environ: Optional[Dict[str, str]]  # None when it may not be read (another user's process)
-    command: str
 
 
 @dataclass(frozen=True)
@@ -84,10 +83,7 @@ def _read_proc(pid: int) -> Optional[ProcessFacts]:
         return None
     state, ppid = parse_stat(stat)
     environ = _read_bytes(PROC / str(pid) / "environ")
-    command = parse_cmdline(_read_bytes(PROC / str(pid) / "cmdline") or b"")
-    return ProcessFacts(
-        pid, ppid, state not in ("Z", "X"), None if environ is None else parse_environ(environ), command
-    )
+    return ProcessFacts(pid, ppid, state not in ("Z", "X"), None if environ is None else parse_environ(environ))
 
 
 def _read_psutil(pid: int) -> Optional[ProcessFacts]:
@@ -101,13 +97,9 @@ def _read_psutil(pid: int) -> Optional[ProcessFacts]:
                 environ: Optional[Dict[str, str]] = process.environ()
             except psutil.AccessDenied:
                 environ = None
-            try:
-                command = " ".join(process.cmdline())
-            except psutil.AccessDenied:
-                command = process.name()
     except psutil.NoSuchProcess:
         return None
-    return ProcessFacts(pid, ppid, status not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD), environ, command)
+    return ProcessFacts(pid, ppid, status not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD), environ)
 
 
 def _on_proc() -> bool:
@@ -117,6 +109,18 @@ def _on_proc() -> bool:
 def read_process(pid: int) -> Optional[ProcessFacts]:
     """What is known of `pid`, or None once it is gone."""
     return _read_proc(pid) if _on_proc() else _read_psutil(pid)
+
+
+def read_command(pid: int) -> str:
+    """The command line of `pid`, read only for the few processes that get named."""
+    if _on_proc():
+        return parse_cmdline(_read_bytes(PROC / str(pid) / "cmdline") or b"")
+    import psutil
+
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return ""
 
 
 def current_pids() -> Set[int]:
@@ -165,13 +169,13 @@ def find_leftovers(
         facts = known[pid]
         if facts is None or not facts.alive:
             continue
-        if facts.ppid == root and INTERPRETER_HELPERS.search(facts.command):
+        if facts.ppid == root and INTERPRETER_HELPERS.search(read_command(pid)):
             continue
         environ = facts.environ or {}
         if environ.get(SESSION_VARIABLE) == token:
-            leftovers.append(Leftover(pid, facts.command, environ.get(STARTED_BY_VARIABLE, "")))
+            leftovers.append(Leftover(pid, read_command(pid), environ.get(STARTED_BY_VARIABLE, "")))
         elif _descends_from(facts, root, known):
-            leftovers.append(Leftover(pid, facts.command, ""))
+            leftovers.append(Leftover(pid, read_command(pid), ""))
     return leftovers
 
 
