@@ -8,6 +8,7 @@ process. Linux reads /proc directly (psutil walks every process and is ten times
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -15,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, FrozenSet, Iterable, List, Optional, Set
 
 SESSION_VARIABLE = "UNSLOTH_TEST_SESSION"
 STARTED_BY_VARIABLE = "UNSLOTH_TEST_STARTED_BY"
@@ -77,16 +78,16 @@ def _read_bytes(path: Path) -> Optional[bytes]:
         return None
 
 
-def _read_proc(pid: int) -> Optional[ProcessFacts]:
+def _read_proc(pid: int, with_environ: bool) -> Optional[ProcessFacts]:
     stat = _read_bytes(PROC / str(pid) / "stat")
     if stat is None:
         return None
     state, ppid = parse_stat(stat)
-    environ = _read_bytes(PROC / str(pid) / "environ")
+    environ = _read_bytes(PROC / str(pid) / "environ") if with_environ else None
     return ProcessFacts(pid, ppid, state not in ("Z", "X"), None if environ is None else parse_environ(environ))
 
 
-def _read_psutil(pid: int) -> Optional[ProcessFacts]:
+def _read_psutil(pid: int, with_environ: bool) -> Optional[ProcessFacts]:
     import psutil
 
     try:
@@ -94,7 +95,7 @@ def _read_psutil(pid: int) -> Optional[ProcessFacts]:
         with process.oneshot():
             ppid, status = process.ppid(), process.status()
             try:
-                environ: Optional[Dict[str, str]] = process.environ()
+                environ: Optional[Dict[str, str]] = process.environ() if with_environ else None
             except psutil.AccessDenied:
                 environ = None
     except psutil.NoSuchProcess:
@@ -106,9 +107,9 @@ def _on_proc() -> bool:
     return sys.platform.startswith("linux") and (PROC / "self" / "stat").exists()
 
 
-def read_process(pid: int) -> Optional[ProcessFacts]:
-    """What is known of `pid`, or None once it is gone."""
-    return _read_proc(pid) if _on_proc() else _read_psutil(pid)
+def read_process(pid: int, with_environ: bool = True) -> Optional[ProcessFacts]:
+    """What is known of `pid`, or None once it is gone; its environment only when asked (a walk up needs none)."""
+    return _read_proc(pid, with_environ) if _on_proc() else _read_psutil(pid, with_environ)
 
 
 def read_command(pid: int) -> str:
@@ -143,17 +144,19 @@ def _descends_from(facts: ProcessFacts, root: int, known: Dict[int, Optional[Pro
         if current.ppid == root:
             return True
         if current.ppid not in known:
-            known[current.ppid] = read_process(current.ppid)
+            known[current.ppid] = read_process(current.ppid, with_environ=False)
         current = known[current.ppid]
     return False
 
 
-def _ancestors(pid: int) -> Set[int]:
-    found, facts = set(), read_process(pid)
+@functools.lru_cache(maxsize=None)
+def _ancestors(pid: int) -> FrozenSet[int]:
+    """The processes above `pid` (the shell, nox, ...): fixed for its life, so read once."""
+    found, facts = set(), read_process(pid, with_environ=False)
     while facts is not None and facts.ppid > 1 and len(found) < _MAX_DEPTH:
         found.add(facts.ppid)
-        facts = read_process(facts.ppid)
-    return found
+        facts = read_process(facts.ppid, with_environ=False)
+    return frozenset(found)
 
 
 def find_leftovers(
@@ -182,7 +185,7 @@ def find_leftovers(
 def _alive(pids: Iterable[int]) -> Set[int]:
     alive = set()
     for pid in pids:
-        facts = read_process(pid)
+        facts = read_process(pid, with_environ=False)
         if facts is not None and facts.alive:
             alive.add(pid)
     return alive
