@@ -10,6 +10,8 @@ in the checkout; the session then fails.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, List
@@ -30,6 +32,8 @@ class _SessionState:
 
 
 _STATE = pytest.StashKey[_SessionState]()
+_HYPOTHESIS_HOME = pytest.StashKey[str]()
+HYPOTHESIS_VARIABLE = "HYPOTHESIS_STORAGE_DIRECTORY"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,6 +42,16 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[SESSION_VARIABLE] = token
     os.environ[STARTED_BY_VARIABLE] = OUTSIDE_A_TEST
     config.stash[_STATE] = _SessionState(token, checkout_changes.snapshot(config.rootpath))
+    if HYPOTHESIS_VARIABLE not in os.environ:
+        # Hypothesis caches in `./.hypothesis` (its constants even with `database=None`), and may do so at collection.
+        config.stash[_HYPOTHESIS_HOME] = os.environ[HYPOTHESIS_VARIABLE] = tempfile.mkdtemp(prefix="hypothesis-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    home = config.stash.get(_HYPOTHESIS_HOME, None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
+        del os.environ[HYPOTHESIS_VARIABLE]
 
 
 @pytest.fixture(autouse=True)

@@ -151,3 +151,9 @@ def test_the_tools_own_files_are_left_out_of_the_checkout_snapshot(tmp_path):
         (tmp_path / name).write_text("x")
     assert sorted(checkout_changes.snapshot(tmp_path)) == ["pkg", "pkg/m.py", "zoo"]
     assert checkout_changes.top_level(tmp_path) == {"pkg", "zoo"}
+
+
+def test_hypothesis_keeps_its_cache_outside_the_checkout():
+    # Hypothesis writes ./.hypothesis/constants even with database=None, unless told where to.
+    home = Path(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
+    assert home.is_dir() and not home.is_relative_to(REPO_ROOT)
