@@ -1,4 +1,5 @@
-"""Shared test setup: the repo root on sys.path (for `tools`), and no warn-once memo leaking between tests."""
+"""Shared test setup: the repo root on sys.path (for `tools`), no warn-once memo leaking between tests, and the
+hygiene plugin (tests/hygiene.py): a test reaps what it starts and writes nothing into the checkout."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 import tools  # noqa: E402,F401  (takes the root back off sys.path, so `unsloth` is the installed package)
 
+pytest_plugins = ["hygiene"]
+
 
 @pytest.fixture(autouse=True)
 def _fresh_warning_memo():
@@ -24,7 +27,7 @@ def _fresh_warning_memo():
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    """The real fast BPE tokenizer trained on the shipped corpus (cached under build/)."""
+    """The real fast BPE tokenizer trained on the shipped corpus (cached outside the checkout, see tokenizer_kit)."""
     from tools.kits.tokenizer_kit import build_tokenizer
 
     return build_tokenizer()

@@ -278,6 +278,22 @@ def test_build_tokenizer_trains_once_then_loads_the_cache(tmp_path, monkeypatch)
         tokenizer_kit.build_tokenizer(1200, cache_dir=tmp_path)
 
 
+def test_the_default_cache_lives_in_the_users_cache_folder_never_the_checkout(tmp_path):
+    home = tmp_path / "home"
+    assert tokenizer_kit.default_cache_dir({}, home) == home / ".cache" / "unsloth-mlx" / "tokenizers"
+    xdg = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert tokenizer_kit.default_cache_dir(xdg, home) == tmp_path / "xdg" / "unsloth-mlx" / "tokenizers"
+    chosen = {**xdg, "UNSLOTH_TOKENIZER_CACHE": str(tmp_path / "chosen")}
+    assert tokenizer_kit.default_cache_dir(chosen, home) == tmp_path / "chosen"
+
+
+def test_build_tokenizer_without_a_cache_dir_writes_to_the_variables_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("UNSLOTH_TOKENIZER_CACHE", str(tmp_path))
+    tokenizer_kit.build_tokenizer(500)
+    assert len(list(tmp_path.glob("bpe-500-*.json"))) == 1
+    assert not tokenizer_kit.cache_path(None, "x").is_relative_to(REPO_ROOT)
+
+
 def test_a_corrupt_cache_file_is_rebuilt(tmp_path):
     tokenizer_kit.build_tokenizer(600, cache_dir=tmp_path)
     (cached,) = tmp_path.glob("bpe-600-*.json")

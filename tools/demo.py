@@ -1,7 +1,7 @@
 """The main job: prepare a chat SFT dataset for training, sized by the worker-count policy.
 
-By default it trains a fast BPE tokenizer on the shipped corpus (cached under build/) and builds a
-deterministic 20,000-row chat dataset; `--jsonl` and `--tokenizer` point it at your own data instead.
+By default it trains a fast BPE tokenizer on the shipped corpus (cached in the user's cache folder, see
+tools/kits/tokenizer_kit.py) and builds a deterministic 20,000-row chat dataset; `--jsonl` and `--tokenizer` point it at your own data instead.
 It runs unsloth's SFT dataset config and the zoo's `sft_prepare_dataset` (auto stays auto until the map
 knows its rows), then prints the policy's decision for that map, rows per second, wall time and the peak
 memory of the whole process tree.

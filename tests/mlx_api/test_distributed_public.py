@@ -65,15 +65,15 @@ def _run(tmp_path: Path, model_dir: Path, name: str, ranks: int, batch: int, sav
         for env in envs
     ]
     outputs = []
-    for proc in procs:
-        try:
+    try:
+        for proc in procs:
             stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            raise
-        assert proc.returncode == 0, stderr[-3000:]
-        outputs.append(stdout)
+            assert proc.returncode == 0, stderr[-3000:]
+            outputs.append(stdout)
+    finally:
+        for proc in procs:  # a rank still running when another failed or timed out is reaped, not left waiting
+            proc.kill()
+            proc.wait()
     return outputs
 
 

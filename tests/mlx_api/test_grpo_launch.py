@@ -102,9 +102,9 @@ def _finish(procs: list) -> list:
             assert proc.returncode == 0, stderr[-3000:]
             outputs.append(stdout)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
+        for proc in procs:  # a rank still running when another failed or timed out is reaped, not left waiting
+            proc.kill()
+            proc.wait()
     return outputs
 
 

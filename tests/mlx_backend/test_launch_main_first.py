@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -59,6 +60,8 @@ def _launch(tmp_path: Path, plan: dict, timeout: float, env=None, wait_for=None)
             env={**base, "MLX_RANK": str(rank)},
             stdout=logs[rank],
             stderr=subprocess.STDOUT,
+            # Its own process group, so the rank and the map workers it forks are killed together.
+            start_new_session=True,
         )
         for rank in range(RANKS)
     ]
@@ -72,9 +75,12 @@ def _launch(tmp_path: Path, plan: dict, timeout: float, env=None, wait_for=None)
     outcome = []
     for rank, proc in enumerate(procs):
         status, seconds = finished.get(rank, (None, time.monotonic() - start))
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        # A rank killed alone would orphan its map workers (the hanging main's sleep for an hour).
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):  # all exited (macOS says EPERM while the leader is a zombie)
+            pass
+        proc.wait()
         logs[rank].seek(0)
         outcome.append((status, logs[rank].read(), seconds))
         logs[rank].close()

@@ -143,7 +143,12 @@ def test_over_two_ranks_rank_zeros_result_reaches_both(tmp_path) -> None:
         )
         for rank in range(2)
     ]
-    outputs = [proc.communicate(timeout=120) for proc in procs]
+    try:
+        outputs = [proc.communicate(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:  # a rank still running when the other failed or timed out is reaped, not left waiting
+            proc.kill()
+            proc.wait()
     assert [proc.returncode for proc in procs] == [0, 0], [error[-2000:] for _, error in outputs]
     reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     for rank, report in enumerate(reports):

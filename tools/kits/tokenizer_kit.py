@@ -3,6 +3,9 @@
 `build_tokenizer()` gives a small tokenizer (8,000 tokens at most); `build_heavy_tokenizer()` grows it to a
 vocabulary the size of a modern LLM's (128,000 tokens, several MB when pickled), which is what a worker
 pool has to ship to every process. `load_tokenizer(path)` reads a `tokenizer.json` or a folder holding one.
+
+The cache lives outside the checkout, in `$UNSLOTH_TOKENIZER_CACHE` if set, else
+`$XDG_CACHE_HOME/unsloth-mlx/tokenizers` (`~/.cache/...` without it); each file is named by its recipe.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 import os
 import random
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CORPUS_DIR = REPO_ROOT / "shared" / "corpus"
-DEFAULT_CACHE_DIR = REPO_ROOT / "build" / "tokenizers"
+CACHE_VARIABLE = "UNSLOTH_TOKENIZER_CACHE"
 SPECIAL_TOKENS = ("<|pad|>", "<|eos|>", "<|user|>", "<|assistant|>", "<|system|>")
 # Part of every cache key, so changing how tokenizers are built never reuses a stale file.
 RECIPE_VERSION = "1"
@@ -54,8 +57,16 @@ def corpus_digest(corpus_dir: Path = CORPUS_DIR) -> str:
 # ---- cache (I/O) ----
 
 
+def default_cache_dir(environ: Mapping[str, str], home: Path) -> Path:
+    """`$UNSLOTH_TOKENIZER_CACHE`, else the user's cache folder: never the checkout, which tests must leave alone."""
+    if environ.get(CACHE_VARIABLE):
+        return Path(environ[CACHE_VARIABLE])
+    return Path(environ.get("XDG_CACHE_HOME") or home / ".cache") / "unsloth-mlx" / "tokenizers"
+
+
 def cache_path(cache_dir: Path | None, stem: str) -> Path:
-    return (DEFAULT_CACHE_DIR if cache_dir is None else Path(cache_dir)) / f"{stem}.json"
+    folder = default_cache_dir(os.environ, Path.home()) if cache_dir is None else Path(cache_dir)
+    return folder / f"{stem}.json"
 
 
 def read_cached_tokenizer(path: Path) -> tokenizers.Tokenizer | None:
