@@ -25,7 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tools.bench_mlx_inputs import fresh_lora_model, token_rows  # noqa: E402  (after the path that finds `tools`)
+from tools.bench_mlx_depth import add_depth_arguments  # noqa: E402  (after the path that finds `tools`)
+from tools.bench_mlx_inputs import fresh_lora_model, token_rows  # noqa: E402
 from tools.bench_mlx_shapes import add_shape_arguments  # noqa: E402
 
 
@@ -282,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         "--vision-steps", type=int, default=0, help="timed vision SFT steps against mlx-vlm's trainer (0: skip)"
     )
     add_shape_arguments(parser)
+    add_depth_arguments(parser)
     options = parser.parse_args(argv)
     if options.shapes == "none":
         options.shapes = ""
@@ -292,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         options.dpo_steps = 0
         options.vision_steps = 0
         options.shapes = ""
+        options.depth_shapes = ""
     from tools.bench_mlx_dpo import lora_available
 
     if options.dpo_steps is None:
@@ -309,6 +312,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     result = measure(options)
     print(format_table(result))
+    if options.depth_shapes:
+        from tools.bench_mlx_depth import format_depth_table, measure_depth
+
+        with tempfile.TemporaryDirectory() as scratch:
+            result["depth"] = measure_depth(Path(scratch), options)
+        print("\n" + format_depth_table(result["depth"]))
     if options.json is not None:
         options.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -302,7 +302,7 @@ class MLXTrainer:
             self._fire("on_pre_optimizer_step")
             learning_rate = self._rates[min(self.state.global_step, len(self._rates) - 1)]
             self._running_loss = self._running_loss + step_loss
-            # One evaluation covers the last micro-batch, clipping and the update (mlx is lazy until here).
+            # One evaluation covers clipping and the update.
             mx.eval(
                 self._apply_update(grads), grad_norm, self._running_loss, self.model.parameters(), self.optimizer.state
             )
@@ -334,9 +334,11 @@ class MLXTrainer:
             step_loss = loss if step_loss is None else step_loss + loss
             self.state.num_input_tokens_seen += int(lengths.sum())
             self._samples_seen += len(indices)
+            # Materialised before the next micro-batch, and before clipping: evaluated in one graph with the norm
+            # over every gradient, mlx evaluates the step in an order that holds nearly every block's activations,
+            # and the peak with checkpointing was 2.3x mlx-lm's.
+            mx.eval(grads, step_loss, step_targets)
             if position < len(group) - 1:
-                # Materialise the running sum so the graph stays one micro-batch deep.
-                mx.eval(grads, step_loss, step_targets)
                 self._fire("on_substep_end")
         if len(group) > 1:
             # The step's token-weighted mean, as Hugging Face's Trainer gets it by dividing by num_items_in_batch.
