@@ -4,6 +4,7 @@
 `model_type` (`registry`); `mmproj` writes the file, `multimodal` the language model's GGUFs and the projector's."""
 
 from . import gemma3, gemma4, lfm2, pixtral  # noqa: F401  registers the families
-from .registry import PROJECTORS, ProjectorFamily, projector_for, register
+from .coverage import projector_for
+from .registry import PROJECTORS, ProjectorFamily, register
 
 __all__ = ["PROJECTORS", "ProjectorFamily", "projector_for", "register"]

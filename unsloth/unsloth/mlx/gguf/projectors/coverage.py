@@ -7,11 +7,11 @@ and the families registered here. docs/gguf.md's multimodal table is rendered fr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Tuple
+from typing import Any, Dict, Iterable, Tuple
 
 from ..coverage import _CLASS_ENDINGS, _candidates, _normal
 from . import llama_cpp_projectors
-from .registry import PROJECTORS
+from .registry import PROJECTORS, ProjectorFamily, UnsupportedProjector
 
 
 @dataclass(frozen=True)
@@ -64,3 +64,20 @@ def projector_verdict(model_type: str, class_names: Iterable[str] = ()) -> Proje
         written = " or ".join(kind.lower() for kind in kinds)
         reason = f"{pinned} writes its projector as {written}, but this exporter has no projector converter for it yet"
     return ProjectorVerdict(model_type, kinds, bool(kinds) and not missing, False, reason)
+
+
+def projector_for(config: Dict[str, Any]) -> ProjectorFamily:
+    """The registered family for this config, or a refusal naming why (docs/gguf.md's multimodal table)."""
+    model_type = str(config.get("model_type"))
+    if model_type in PROJECTORS:
+        PROJECTORS[model_type].refuse(config)
+        return PROJECTORS[model_type]
+    # llama.cpp's converter picks the projector's class from the vision config's own architectures first.
+    names = [*((config.get("vision_config") or {}).get("architectures") or ()), *(config.get("architectures") or ())]
+    reason = projector_verdict(model_type, names).reason
+    raise UnsupportedProjector(
+        f"GGUF export of a vision or audio model on MLX cannot write the projector of model_type {model_type!r}: "
+        f"{reason} (docs/gguf.md lists every family; exported: {', '.join(sorted(PROJECTORS))}). "
+        "save_pretrained_merged saves the merged model; for a GGUF of the language model alone, load it with "
+        "FastModel.from_pretrained(..., text_only=True) or FastLanguageModel.from_pretrained(..., text_only=True)"
+    )

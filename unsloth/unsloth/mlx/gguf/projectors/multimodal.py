@@ -13,7 +13,7 @@ import mlx.core as mx
 
 from ..export import check_request, write_files
 from .mmproj import write_mmproj
-from .registry import projector_for
+from .coverage import projector_for
 
 # Ollama takes no separate projector file: CUDA Unsloth's Modelfile names the folder, to hold the merged model.
 OLLAMA_NOTE = (

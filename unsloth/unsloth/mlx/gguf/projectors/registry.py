@@ -66,22 +66,3 @@ def register(*model_types: str) -> Callable[[type], type]:
 
 class UnsupportedProjector(NotImplementedError):
     """The model's projector has no mmproj form here."""
-
-
-def projector_for(config: Dict[str, Any]) -> ProjectorFamily:
-    """The registered family for this config, or a refusal naming why (docs/gguf.md's multimodal table)."""
-    from .coverage import projector_verdict
-
-    model_type = str(config.get("model_type"))
-    if model_type in PROJECTORS:
-        PROJECTORS[model_type].refuse(config)
-        return PROJECTORS[model_type]
-    # llama.cpp's converter picks the projector's class from the vision config's own architectures first.
-    names = [*((config.get("vision_config") or {}).get("architectures") or ()), *(config.get("architectures") or ())]
-    reason = projector_verdict(model_type, names).reason
-    raise UnsupportedProjector(
-        f"GGUF export of a vision or audio model on MLX cannot write the projector of model_type {model_type!r}: "
-        f"{reason} (docs/gguf.md lists every family; exported: {', '.join(sorted(PROJECTORS))}). "
-        "save_pretrained_merged saves the merged model; for a GGUF of the language model alone, load it with "
-        "FastModel.from_pretrained(..., text_only=True) or FastLanguageModel.from_pretrained(..., text_only=True)"
-    )
