@@ -176,7 +176,7 @@ def rope_scaling(config: Dict[str, Any], family: Optional[Family], yarn_refusal:
     if kind not in _ROPE_TYPES and not (kind == "yarn" and family is not None and family.yarn):
         from ..registry import FAMILIES
 
-        yarn = ", ".join(name for name, known in FAMILIES.items() if known.yarn)
+        yarn = ", ".join(sorted(name for name, known in FAMILIES.items() if known.yarn))
         why = yarn_refusal or f"known: llama3, linear; yarn for {yarn}"
         raise UnsupportedModel(f"rope_scaling of type {kind!r} cannot be written to GGUF here ({why})")
     if kind == "yarn":
