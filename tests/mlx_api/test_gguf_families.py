@@ -252,3 +252,38 @@ def test_a_rope_scaling_llama_cpp_is_not_given_here_is_refused_by_name():
 
     with pytest.raises(UnsupportedModel, match="rope_scaling of type 'yarn'"):
         rope_scaling({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        ("exaone4", {"sliding_window": 8, "sliding_window_pattern": "LLLG"}, "exaone4 with sliding-window layers"),
+        ("cohere2", {"layer_norm_bias": True}, "cohere2 with layer_norm_bias=True"),
+        ("cohere2", {"attention_bias": True}, "cohere2 with attention_bias=True"),
+    ],
+)
+def test_a_setting_a_newer_family_cannot_honour_is_refused_by_name(name, change, message):
+    from tools.kits.tiny_gguf_families import GENERIC_FAMILIES
+    from unsloth.mlx.gguf.convert import UnsupportedModel, family_for
+
+    assert family_for(GENERIC_FAMILIES[name]()).architecture == name  # the kit's own config is exported
+    with pytest.raises(UnsupportedModel, match=message):
+        family_for({**GENERIC_FAMILIES[name](), **change})
+
+
+def test_olmo3_writes_its_sliding_layers_as_llama_cpp_reads_them(tmp_path):
+    import gguf
+
+    from tools.kits.tiny_gguf_families import GENERIC_FAMILIES
+    from unsloth.mlx.gguf.convert import write_hyperparameters
+
+    config = {key: value for key, value in GENERIC_FAMILIES["olmo3"]().items() if key != "layer_types"}
+    writer = gguf.GGUFWriter(str(tmp_path / "keys.gguf"), "olmo2")
+    write_hyperparameters(writer, config)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    reader = gguf.GGUFReader(str(tmp_path / "keys.gguf"))
+    # mlx_lm's default without layer_types: every 4th layer global.
+    assert list(reader.fields["olmo2.attention.sliding_window_pattern"].contents()) == [True, True, True, False]
+    assert reader.fields["olmo2.attention.sliding_window"].contents() == 8

@@ -81,6 +81,10 @@ class Converter:
     def feed_forward_length(self, config: Dict[str, Any]) -> Union[int, List[int]]:
         return int(config["intermediate_size"])
 
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        """How much of each head the rope rotates."""
+        return int(head_dim(config) * float(config.get("partial_rotary_factor") or 1.0))
+
     def rms_norm_eps(self, config: Dict[str, Any]) -> float:
         return float(config.get("rms_norm_eps") or config.get("norm_eps") or 1e-6)
 
@@ -97,7 +101,7 @@ class Converter:
         writer.add_head_count_kv(self.kv_head_counts(config))
         writer.add_key_length(dims)
         writer.add_value_length(dims)
-        writer.add_rope_dimension_count(int(dims * float(config.get("partial_rotary_factor") or 1.0)))
+        writer.add_rope_dimension_count(self.rotary_dims(config))
         writer.add_rope_freq_base(self.rope_base(config))
         writer.add_layer_norm_rms_eps(self.rms_norm_eps(config))
         layer_norm_eps = config.get("layer_norm_eps") or config.get("layer_norm_epsilon") or config.get("norm_epsilon")

@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The mixture-of-experts families llama.cpp reads with the common tensor names: Qwen 2 and 3 MoE, OLMoE,
-ERNIE 4.5, GLM-4.5 and gpt-oss, each with the expert keys and the routing settings its graph fixes."""
+ERNIE 4.5, GLM-4.5, MiniMax-M2 and gpt-oss, each with the expert keys and the routing settings its graph fixes."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
+
+import numpy as np
 
 from ..families import Family, UnsupportedModel
+from .architectures import Piece, blk
 from .base import Converter
 
 
@@ -113,6 +116,32 @@ class Glm4Moe(Converter):
         writer.add_expert_weights_norm(bool(config.get("norm_topk_prob")))
 
 
+class MiniMaxM2(Converter):
+    """MiniMax-M2 (mlx_lm's minimax): sigmoid-scored experts picked with a selection bias and renormalized, query and
+    key norms over all heads at once, a rope over `rotary_dim` of each head."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if config.get("scoring_func", "sigmoid") != "sigmoid":
+            raise UnsupportedModel("minimax_m2 with scoring_func other than sigmoid: mlx_lm's minimax routes by it")
+        if config.get("use_qk_norm") is False:
+            raise UnsupportedModel("minimax_m2 with use_qk_norm=False: llama.cpp's minimax-m2 requires the norms")
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return int(config["rotary_dim"])
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".block_sparse_moe.e_score_correction_bias"):
+            return [(blk(name, "exp_probs_b.bias"), data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        super().write_keys(writer, config, family)
+        writer.add_expert_feed_forward_length(int(config["intermediate_size"]))
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+
+
 class GptOss(Converter):
     """gpt-oss: experts with biases, attention sinks, alternating sliding windows."""
 
@@ -133,5 +162,6 @@ CONVERTERS = {
     "ernie4_5": Ernie45(Family("ernie4_5")),
     "ernie4_5_moe": Ernie45Moe(Family("ernie4_5-moe", key="ERNIE4_5_MOE")),
     "glm4_moe": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),
+    "minimax_m2": MiniMaxM2(Family("minimax-m2", key="MINIMAXM2")),
     "gpt_oss": GptOss(Family("gpt-oss", key="GPT_OSS", yarn=True)),
 }

@@ -146,5 +146,6 @@ CONVERTERS = {
     "lfm2": Lfm2(Family("lfm2")),
     "lfm2_moe": Lfm2Moe(Family("lfm2moe", key="LFM2MOE")),
     "granite": Granite(Family("granite", permute_rotary=True)),
+    "granitemoe": Granite(_GRANITE_4_ATTENTION_ONLY[True]),  # Granite 3 MoE: the same graph as Granite 4.0's
     "granitemoehybrid": GraniteHybrid(Family("granitehybrid", permute_rotary=True, key="GRANITE_HYBRID")),
 }

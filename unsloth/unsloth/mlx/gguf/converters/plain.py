@@ -36,6 +36,48 @@ def _sliding_layers(config: Dict[str, Any]) -> List[bool]:
     return [(layer + 1) % pattern != 0 for layer in range(int(config["num_hidden_layers"]))]
 
 
+class Olmo3(Converter):
+    """OLMo 3: OLMo 2's layers with sliding-window attention in all but every 4th, as llama.cpp's olmo2 reads it."""
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        layers = int(config["num_hidden_layers"])
+        kinds = config.get("layer_types") or [  # mlx_lm's default when the config names none
+            "full_attention" if (layer + 1) % 4 == 0 else "sliding_attention" for layer in range(layers)
+        ]
+        writer.add_sliding_window(int(config["sliding_window"]))
+        writer.add_sliding_window_pattern([kind == "sliding_attention" for kind in kinds])
+
+
+class Cohere2(Converter):
+    """Command R7B: sliding-window layers with rotary embeddings, every `sliding_window_pattern`-th global without."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for key in ("layer_norm_bias", "attention_bias"):
+            if config.get(key):
+                raise UnsupportedModel(f"cohere2 with {key}=True: llama.cpp's cohere2 reads no such biases")
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        pattern = int(config.get("sliding_window_pattern") or 4)
+        writer.add_sliding_window(int(config.get("sliding_window") or 4096))
+        writer.add_sliding_window_pattern(
+            [(layer + 1) % pattern != 0 for layer in range(int(config["num_hidden_layers"]))]
+        )
+        writer.add_logit_scale(float(config.get("logit_scale") or 0.0625))
+        if not config.get("layer_norm_eps"):  # llama.cpp requires it; mlx_lm's default
+            writer.add_layer_norm_eps(1e-5)
+
+
+class Exaone4(Converter):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if config.get("sliding_window_pattern"):
+            raise UnsupportedModel(
+                "exaone4 with sliding-window layers: llama.cpp's exaone4 reads its sliding pattern only at 64 layers "
+                "(the 32B), which is not checked here"
+            )
+
+
 class HunyuanDense(Converter):
     """HunYuan's NTK alpha is a larger rotary base, not a scaling llama.cpp applies, as mlx_lm folds it."""
 
@@ -99,6 +141,9 @@ CONVERTERS = {
     "gemma3_text": Gemma3(Family("gemma3", norm_offset=1.0)),
     "phi3": Converter(Family("phi3")),
     "olmo2": Converter(Family("olmo2")),
+    "olmo3": Olmo3(Family("olmo2")),
+    "exaone4": Exaone4(Family("exaone4")),
+    "cohere2": Cohere2(Family("cohere2", tied_only=True)),
     # Reached by the name map and the common keys alone (tests/mlx_api/with_llama_cpp/test_gguf_generic_families_...).
     "gemma": Converter(Family("gemma", norm_offset=1.0, tied_only=True)),
     "mixtral": Converter(Family("llama", permute_rotary=True)),
