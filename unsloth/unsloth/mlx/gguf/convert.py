@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from .converters.base import Converter, head_dim, interleave_rotary_rows, llama3_rope_factors  # noqa: F401
+from .converters.base import Converter, interleave_rotary_rows
 from .converters.base import rope_base as _base_rope, rope_scaling as _rope_scaling
 from .coverage import verdict
 from .families import Family, UnsupportedModel
