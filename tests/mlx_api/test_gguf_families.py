@@ -134,6 +134,15 @@ def test_family_hyperparameters(exported):
         assert _field(reader, "gemma3.rope.freq_base") == config["rope_theta"]
 
 
+# The types exported when each family became a registered converter: none may drop out of the refusal's list.
+_EXPORTED_BEFORE_THE_REGISTRY = (
+    "llama mistral qwen2 qwen3 gemma2 gemma3_text phi3 granite qwen3_moe olmo2 lfm2 granitemoehybrid gpt_oss ernie4_5 "
+    "ernie4_5_moe lfm2_moe gemma mixtral seed_oss olmoe qwen2_moe internlm3 hunyuan_v1_dense smollm3 starcoder2 phi "
+    "cohere glm4 stablelm ministral3 glm4_moe gemma4_text gemma3n_text falcon_h1 nemotron_h qwen3_5_text "
+    "qwen3_5_moe_text glm4_moe_lite deepseek_v3 deepseek_v2"
+).split()
+
+
 def test_an_architecture_outside_the_list_is_refused_by_name(tiny_model_dir, tmp_path):
     import shutil
 
@@ -148,13 +157,12 @@ def test_an_architecture_outside_the_list_is_refused_by_name(tiny_model_dir, tmp
     with pytest.raises(
         NotImplementedError,
         match=r"cannot write model_type 'gpt_neox': llama.cpp \(llama-cpp-python 0.3.36\) loads it as 'gptneox', "
-        r"but this exporter has no converter for it yet .*exported: llama, mistral, qwen2, qwen3, gemma2, "
-        r"gemma3_text, phi3, granite, qwen3_moe, olmo2, lfm2, granitemoehybrid, gpt_oss, ernie4_5, ernie4_5_moe, "
-        r"lfm2_moe, gemma, mixtral, seed_oss, olmoe, qwen2_moe, internlm3, hunyuan_v1_dense, smollm3, starcoder2, "
-        r"phi, cohere, glm4, stablelm, ministral3, glm4_moe, gemma4_text, gemma3n_text, falcon_h1, nemotron_h, qwen3_5_text, qwen3_5_moe_text, "
-        r"glm4_moe_lite, deepseek_v3, deepseek_v2\)",
-    ):
+        r"but this exporter has no converter for it yet .*exported: ",
+    ) as refused:
         model.save_pretrained_gguf(str(tmp_path / "out"), tokenizer)
+    listed = str(refused.value).rsplit("exported: ", 1)[1].rstrip(")").split(", ")
+    assert listed == sorted(listed)
+    assert set(_EXPORTED_BEFORE_THE_REGISTRY) <= set(listed)
     assert not (tmp_path / "out").exists()
 
 
@@ -244,3 +252,38 @@ def test_a_rope_scaling_llama_cpp_is_not_given_here_is_refused_by_name():
 
     with pytest.raises(UnsupportedModel, match="rope_scaling of type 'yarn'"):
         rope_scaling({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        ("exaone4", {"sliding_window": 8, "sliding_window_pattern": "LLLG"}, "exaone4 with sliding-window layers"),
+        ("cohere2", {"layer_norm_bias": True}, "cohere2 with layer_norm_bias=True"),
+        ("cohere2", {"attention_bias": True}, "cohere2 with attention_bias=True"),
+    ],
+)
+def test_a_setting_a_newer_family_cannot_honour_is_refused_by_name(name, change, message):
+    from tools.kits.tiny_gguf_families import GENERIC_FAMILIES
+    from unsloth.mlx.gguf.convert import UnsupportedModel, family_for
+
+    assert family_for(GENERIC_FAMILIES[name]()).architecture == name  # the kit's own config is exported
+    with pytest.raises(UnsupportedModel, match=message):
+        family_for({**GENERIC_FAMILIES[name](), **change})
+
+
+def test_olmo3_writes_its_sliding_layers_as_llama_cpp_reads_them(tmp_path):
+    import gguf
+
+    from tools.kits.tiny_gguf_families import GENERIC_FAMILIES
+    from unsloth.mlx.gguf.convert import write_hyperparameters
+
+    config = {key: value for key, value in GENERIC_FAMILIES["olmo3"]().items() if key != "layer_types"}
+    writer = gguf.GGUFWriter(str(tmp_path / "keys.gguf"), "olmo2")
+    write_hyperparameters(writer, config)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    reader = gguf.GGUFReader(str(tmp_path / "keys.gguf"))
+    # mlx_lm's default without layer_types: every 4th layer global.
+    assert list(reader.fields["olmo2.attention.sliding_window_pattern"].contents()) == [True, True, True, False]
+    assert reader.fields["olmo2.attention.sliding_window"].contents() == 8

@@ -261,6 +261,50 @@ GENERIC_FAMILIES = {
         rope_scaling=None,
         tie_word_embeddings=False,
     ),
+    # Granite 3 MoE: softmax top-k experts in every layer, under Granite's four multipliers.
+    "granitemoe": lambda: _generic(
+        "granitemoe",
+        "GraniteMoeForCausalLM",
+        **LEARNABLE_MULTIPLIERS,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        attention_bias=False,
+    ),
+    # EXAONE 4.0 as the 1.2B: every layer global, query/key norms, norms after attention and MLP.
+    "exaone4": lambda: _generic(
+        "exaone4",
+        "Exaone4ForCausalLM",
+        head_dim=64,
+        tie_word_embeddings=True,
+        rope_scaling=None,
+        sliding_window=None,
+        sliding_window_pattern=None,
+        layer_types=["full_attention", "full_attention"],
+    ),
+    # MiniMax-M2: sigmoid-routed experts with a selection bias, full-width query/key norms, half of each head rotated.
+    "minimax_m2": lambda: _generic(
+        "minimax_m2",
+        "MiniMaxM2ForCausalLM",
+        head_dim=64,
+        rotary_dim=32,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        shared_intermediate_size=0,
+        use_qk_norm=True,
+        scoring_func="sigmoid",
+    ),
+    # OLMo 3 and Command R7B: sliding windows shorter than the prompt, the 4th layer global.
+    "olmo3": lambda: _generic("olmo3", "Olmo3ForCausalLM", head_dim=64, num_hidden_layers=4, sliding_window=8),
+    "cohere2": lambda: _generic(
+        "cohere2",
+        "Cohere2ForCausalLM",
+        head_dim=64,
+        num_hidden_layers=4,
+        sliding_window=8,
+        sliding_window_pattern=4,
+        layer_norm_eps=1e-5,
+        logit_scale=0.25,
+    ),
 }
 
 

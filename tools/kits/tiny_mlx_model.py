@@ -140,8 +140,13 @@ def write_random_weights(folder: Path, config: dict, seed: int) -> None:
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    # mlx_lm runs Mistral's dense models with its llama class.
-    module = importlib.import_module(f"mlx_lm.models.{MLX_LM_MODULES.get(config['model_type'], config['model_type'])}")
+    # mlx_lm runs Mistral's dense models with its llama class, and the types it remaps with the class it names.
+    from mlx_lm.utils import MODEL_REMAPPING
+
+    model_type = MLX_LM_MODULES.get(
+        config["model_type"], MODEL_REMAPPING.get(config["model_type"], config["model_type"])
+    )
+    module = importlib.import_module(f"mlx_lm.models.{model_type}")
     mx.random.seed(seed)
     model = module.Model(module.ModelArgs.from_dict(config))
     weights = dict(tree_flatten(model.parameters()))

@@ -5,7 +5,7 @@
 The architecture comes from the pinned llama.cpp's converter (`llama_cpp_facts`, generated), looked up by the
 config's `architectures` or by the class names transformers gives the model type; whether llama.cpp loads it from
 the same facts; whether the installed `gguf` package names its tensors from `gguf.MODEL_ARCH_NAMES`; what this
-exporter converts from `families.FAMILIES`. docs/gguf.md's coverage table is rendered from `verdict`.
+exporter converts from `registry.FAMILIES`. docs/gguf.md's coverage table is rendered from `verdict`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from . import llama_cpp_facts
-from .families import FAMILIES, NOTES, TEXT_WRAPPERS
+from .families import NOTES, TEXT_WRAPPERS
+from .registry import FAMILIES
 
 # The class name endings a Hugging Face text or vision-language model takes, most specific first.
 _CLASS_ENDINGS = ("ForCausalLM", "ForConditionalGeneration", "LMHeadModel", "Model")

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""The families GGUF export converts, and what is known by hand about those it does not: one table.
+"""What a family's converter is built from (`Family`: the llama.cpp architecture and its flags), the wrappers
+exported as their language model, and what is known by hand about the types not exported.
 
-Everything else about a model type (which architecture llama.cpp's converter writes for it, whether the `gguf`
+The families themselves are registered by their modules in `converters/` (collected by `registry`); everything else about a model type (which architecture llama.cpp's converter writes for it, whether the `gguf`
 package and llama.cpp's loader know that architecture) is derived in `coverage` from the libraries.
 """
 
@@ -10,6 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
+
+
+class UnsupportedModel(NotImplementedError):
+    """The model's architecture or one of its settings has no GGUF form here."""
 
 
 @dataclass(frozen=True)
@@ -32,56 +37,6 @@ class Family:
         return gguf.MODEL_ARCH[self.key or self.architecture.upper()]
 
 
-FAMILIES = {
-    "llama": Family("llama", permute_rotary=True, yarn=True),
-    "mistral": Family("llama", permute_rotary=True, yarn=True),
-    "qwen2": Family("qwen2", yarn=True),
-    "qwen3": Family("qwen3", yarn=True),
-    "gemma2": Family("gemma2", norm_offset=1.0, tied_only=True),
-    "gemma3_text": Family("gemma3", norm_offset=1.0),
-    "phi3": Family("phi3"),
-    "granite": Family("granite", permute_rotary=True),
-    "qwen3_moe": Family("qwen3moe"),
-    "olmo2": Family("olmo2"),
-    "lfm2": Family("lfm2"),
-    "granitemoehybrid": Family("granitehybrid", permute_rotary=True, key="GRANITE_HYBRID"),
-    "gpt_oss": Family("gpt-oss", key="GPT_OSS", yarn=True),
-    "ernie4_5": Family("ernie4_5"),
-    "ernie4_5_moe": Family("ernie4_5-moe", key="ERNIE4_5_MOE"),
-    "lfm2_moe": Family("lfm2moe", key="LFM2MOE"),
-    # Reached by the name map and the common keys alone (tests/mlx_api/with_llama_cpp/test_gguf_generic_families_...).
-    "gemma": Family("gemma", norm_offset=1.0, tied_only=True),
-    "mixtral": Family("llama", permute_rotary=True),
-    "seed_oss": Family("seed_oss"),
-    "olmoe": Family("olmoe", output_required=True),
-    "qwen2_moe": Family("qwen2moe"),
-    "internlm3": Family("llama", permute_rotary=True),
-    "hunyuan_v1_dense": Family("hunyuan-dense", key="HUNYUAN_DENSE"),
-    "smollm3": Family("smollm3", permute_rotary=True),
-    "starcoder2": Family("starcoder2"),
-    "phi": Family("phi2"),
-    "cohere": Family("command-r", key="COMMAND_R"),
-    "glm4": Family("glm4"),
-    "stablelm": Family("stablelm"),
-    "ministral3": Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True),
-    "glm4_moe": Family("glm4moe", key="GLM4_MOE"),
-    "gemma4_text": Family("gemma4"),
-    "gemma3n_text": Family("gemma3n"),  # AltUp, Laurel and per-layer inputs, written by `gemma3n`
-    # Mamba 2 hybrids (mamba_hybrids): Nemotron-H with experts is written as nemotron_h_moe.
-    "falcon_h1": Family("falcon-h1", key="FALCON_H1"),
-    "nemotron_h": Family("nemotron_h"),
-    "qwen3_5_text": Family("qwen35"),
-    "qwen3_5_moe_text": Family("qwen35moe", key="QWEN35MOE"),
-    # Latent attention, written by `latent_attention` (YaRN only as DeepSeek's log multiplier makes it agree).
-    "glm4_moe_lite": Family("deepseek2", yarn=True, yarn_log_mul=True),
-    "deepseek_v3": Family("deepseek2", yarn=True, yarn_log_mul=True),
-    "deepseek_v2": Family("deepseek2", yarn=True, yarn_log_mul=True),
-}
-# Granite 4.0's all-attention models (no Mamba layer), as llama.cpp's converter writes them.
-GRANITE_4_ATTENTION_ONLY = {
-    False: FAMILIES["granite"],
-    True: Family("granitemoe", permute_rotary=True, key="GRANITE_MOE"),
-}
 # Vision-language wrappers mlx_lm loads as their language model alone: that model's config key and weight prefix.
 TEXT_WRAPPERS = {
     "mistral3": ("text_config", "language_model."),
@@ -118,13 +73,12 @@ def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] 
     return inner, named
 
 
-# Why YaRN is refused for a family llama.cpp would apply it to, where the reason is more than "not checked here".
-YARN_REFUSALS = {
-    "qwen3_moe": "mlx_lm's qwen3_moe builds a plain RoPE and ignores rope_scaling, so the model trained here never "
-    "applied YaRN and llama.cpp would",
-}
 # Why a type llama.cpp loads is still refused, where more is known than "no converter here yet".
 NOTES: Dict[str, str] = {
     "gemma3": "a vision-language config: export its language model saved as gemma3_text",
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
+    "phimoe": "llama.cpp's phimoe routes by a renormalized softmax top-k, mlx_lm's by PhiMoE's sparsemixer, so the "
+    "exported model would pick and weigh its experts differently",
+    "glm": "mlx_lm's glm rotates the whole head and llama.cpp's chatglm the config's partial_rotary_factor of it, so "
+    "the exported model would run differently",
 }

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""What a family needs beyond renaming, one module per kind: the shared reshapes and keys (`architectures`), and
-the families with converters of their own (Gemma 4, latent attention, the Mamba 2 hybrids, Qwen 3.5)."""
+"""One registered `Converter` per family (`base`), grouped by kind: the dense families (`plain`), the experts
+(`experts`), LFM2 and Granite (`hybrids`), Gemma 4, Gemma 3n, latent attention, the Mamba 2 hybrids and Qwen 3.5,
+with the reshapes several share in `architectures`. Each module lists its entries in `CONVERTERS`."""

@@ -16,6 +16,9 @@ from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
+from ..families import Family
+from .base import Converter, refusing
+
 # What llama.cpp's gemma3n holds fixed (llama-hparams.h, models.h, gemma3n.cpp), under the config's names.
 FIXED = {
     "altup_num_inputs": 4,
@@ -136,3 +139,20 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     writer.add_embedding_length_per_layer_input(int(config["hidden_size_per_layer_input"]))
     writer.add_shared_kv_layers(int(config.get("num_kv_shared_layers") or 0))
     writer.add_activation_sparsity_scale(_sparsity_scales(_sparsity(config)))
+
+
+class Gemma3n(Converter):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        refusing(refuse_unsupported, Gemma3nUnsupported, config)
+
+    def prepare_weights(self, weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        return prepare_weights(weights, config)  # AltUp's projections stacked, its coefficients clipped
+
+    def rope_tensors(self, config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        return {}  # mlx_lm's gemma3n rotates plainly, whatever rope_scaling says
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        write_hyperparameters(writer, config)
+
+
+CONVERTERS = {"gemma3n_text": Gemma3n(Family("gemma3n"))}

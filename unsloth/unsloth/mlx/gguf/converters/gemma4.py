@@ -16,6 +16,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..families import Family
+from .base import Converter, refusing
+
 # The 26B-A4B's expert block under mlx_lm's names: the stacked projections and the router's two scales.
 _EXPERT_WEIGHT = re.compile(
     r"^model\.layers\.(\d+)\.(experts\.switch_glu\.(gate|up|down)_proj\.weight|router\.scale|router\.per_expert_scale)$"
@@ -137,3 +140,21 @@ def rope_frequency_factors(config: Dict[str, Any]) -> np.ndarray:
     rotated = int(dims * float(rope.get("partial_rotary_factor", 1.0)))
     factor = float(rope.get("factor", 1.0))
     return np.array([factor] * (rotated // 2) + [_UNROTATED] * ((dims - rotated) // 2), dtype=np.float32)
+
+
+class Gemma4(Converter):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        refusing(refuse_unsupported, Gemma4Unsupported, config)
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Tuple[str, np.ndarray, bool]]:
+        own = split_weight(name, data)
+        return super().split_weight(name, data, config) if own is None else own
+
+    def rope_tensors(self, config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        return {"rope_freqs.weight": rope_frequency_factors(config)}
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        write_hyperparameters(writer, config, float(config.get("rms_norm_eps") or 1e-6))
+
+
+CONVERTERS = {"gemma4_text": Gemma4(Family("gemma4"))}

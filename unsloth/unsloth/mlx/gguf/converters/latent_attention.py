@@ -15,6 +15,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..families import Family
+from .base import Converter, refusing
+
 # The model types written this way: each one's mlx_lm routing, as llama.cpp's gating function names it.
 LATENT_TYPES = {"glm4_moe_lite": "sigmoid", "deepseek_v3": "sigmoid", "deepseek_v2": "softmax"}
 # mlx_lm's per-head latent matrices, (heads, out, in) as llama.cpp's (in, out, heads) reads them.
@@ -186,3 +189,24 @@ def _write_yarn(writer: Any, config: Dict[str, Any]) -> None:
     writer.add_rope_scaling_yarn_beta_slow(float(scaling.get("beta_slow", 1.0)))
     # llama.cpp's deepseek2 divides this key by 0.1, as its converter multiplies it.
     writer.add_rope_scaling_yarn_log_mul(0.1 * float(scaling["mscale_all_dim"]))
+
+
+class LatentAttention(Converter):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        refusing(refuse_unsupported, LatentAttentionUnsupported, config)
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Tuple[str, np.ndarray, bool]]:
+        own = split_weight(name, data, config)
+        return super().split_weight(name, data, config) if own is None else own
+
+    def rope_tensors(self, config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        return {}  # its YaRN is checked and written by write_hyperparameters
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        write_hyperparameters(writer, config)
+
+
+# YaRN only as DeepSeek's log multiplier makes it agree.
+CONVERTERS = {
+    model_type: LatentAttention(Family("deepseek2", yarn=True, yarn_log_mul=True)) for model_type in LATENT_TYPES
+}

@@ -19,9 +19,8 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from ..families import Family
+from .base import Converter, refusing
 
-MODEL_TYPES = ("falcon_h1", "nemotron_h")
-ARCHITECTURES = ("falcon-h1", "nemotron_h", "nemotron_h_moe")
 NEMOTRON_H_MOE = Family("nemotron_h_moe", key="NEMOTRON_H_MOE")
 # Each weight's layer, under either family's prefix.
 _LAYER = re.compile(r"^(?:model|backbone)\.layers\.(\d+)\.")
@@ -226,3 +225,36 @@ def _write_nemotron_h_experts(writer: Any, args: Any) -> None:
     writer.add_expert_weights_scale(float(args.routed_scaling_factor or 1.0))
     if args.moe_latent_size:
         writer.add_moe_latent_size(int(args.moe_latent_size))
+
+
+class MambaHybrid(Converter):
+    def family_for(self, config: Dict[str, Any]) -> Family:
+        return family_for(config, self.family)
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        refusing(refuse_unsupported, MambaHybridUnsupported, config)
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        return split_weight(name, data, config)
+
+    def rms_norm_eps(self, config: Dict[str, Any]) -> float:
+        return rms_norm_eps(config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        write_keys(writer, config, family.architecture)
+
+
+class NemotronH(MambaHybrid):
+    def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
+        return kv_head_counts(config)
+
+    def feed_forward_length(self, config: Dict[str, Any]) -> List[int]:
+        return feed_forward_lengths(config)
+
+
+# Nemotron-H with experts is written as nemotron_h_moe.
+CONVERTERS = {
+    "falcon_h1": MambaHybrid(Family("falcon-h1", key="FALCON_H1")),
+    "nemotron_h": NemotronH(Family("nemotron_h")),
+}

@@ -15,9 +15,11 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from ..families import Family
+from .base import Converter, refusing
+
 from .architectures import Piece, split_weight as split_common_weight
 
-ARCHITECTURES = ("qwen35", "qwen35moe")
 # What mlx_lm's TextModelArgs rotates by when a config has no rope_parameters (its rope_theta is then ignored).
 _MLX_LM_DEFAULT_ROPE: Dict[str, Any] = {"type": "default", "mrope_section": [11, 11, 10], "rope_theta": 100000.0}
 _LINEAR = ".linear_attn."
@@ -147,3 +149,20 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
         writer.add_expert_used_count(int(config["num_experts_per_tok"]))
         writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
         writer.add_expert_shared_feed_forward_length(int(config["shared_expert_intermediate_size"]))
+
+
+class Qwen35(Converter):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        refusing(refuse_unsupported, Qwen35Unsupported, config)
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        return split_weight(name, data, config)
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        write_hyperparameters(writer, config)  # delta-net, rope sections and experts: keys of its own
+
+
+CONVERTERS = {
+    "qwen3_5_text": Qwen35(Family("qwen35")),
+    "qwen3_5_moe_text": Qwen35(Family("qwen35moe", key="QWEN35MOE")),
+}

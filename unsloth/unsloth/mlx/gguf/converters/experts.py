@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""The mixture-of-experts families llama.cpp reads with the common tensor names: Qwen 2 and 3 MoE, OLMoE,
+ERNIE 4.5, GLM-4.5, MiniMax-M2 and gpt-oss, each with the expert keys and the routing settings its graph fixes."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import numpy as np
+
+from ..families import Family, UnsupportedModel
+from .architectures import Piece, blk
+from .base import Converter
+
+
+class Qwen3Moe(Converter):
+    yarn_refusal = (
+        "mlx_lm's qwen3_moe builds a plain RoPE and ignores rope_scaling, so the model trained here never "
+        "applied YaRN and llama.cpp would"
+    )
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if config.get("norm_topk_prob") is False:
+            raise UnsupportedModel("qwen3_moe with norm_topk_prob=False: llama.cpp always renormalizes the top-k")
+        if config.get("mlp_only_layers") or int(config.get("decoder_sparse_step") or 1) != 1:
+            raise UnsupportedModel("qwen3_moe with dense layers (mlp_only_layers, decoder_sparse_step): not in GGUF")
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+
+
+class NeverRenormalized(Converter):
+    """OLMoE and Qwen 2 MoE: llama.cpp's graphs never renormalize the top-k weights."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if config.get("norm_topk_prob"):
+            raise UnsupportedModel(
+                f"{config['model_type']} with norm_topk_prob=True: llama.cpp's graph never renormalizes the top-k"
+            )
+
+
+class Olmoe(NeverRenormalized):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        super().refuse(config)
+        if config.get("num_key_value_heads") not in (None, config.get("num_attention_heads")):
+            raise UnsupportedModel("olmoe with fewer key/value heads than query heads: llama.cpp's OLMoE has no GQA")
+
+
+class Qwen2Moe(NeverRenormalized):
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_feed_forward_length(int(config["shared_expert_intermediate_size"]))
+
+
+class Ernie45(Converter):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if config.get("use_bias"):
+            raise UnsupportedModel(
+                f"{config['model_type']} with use_bias=True: not checked against llama.cpp's ERNIE 4.5 here"
+            )
+
+
+class Ernie45Moe(Ernie45):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        super().refuse(config)
+        if config.get("moe_gate_act", "softmax") != "softmax":
+            raise UnsupportedModel("ernie4_5_moe with moe_gate_act other than softmax: llama.cpp's routes by softmax")
+        last = int(config["num_hidden_layers"]) - 1
+        if config.get("moe_layer_end_index") is not None and config["moe_layer_end_index"] < last:
+            raise UnsupportedModel("ernie4_5_moe with dense trailing layers (moe_layer_end_index): not in GGUF")
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        """ERNIE 4.5 MoE's experts: which layers hold them (after the dense leading ones, every interval-th) and
+        their widths, the shared experts' as mlx_lm builds them (one MLP as wide as all of them)."""
+        super().write_keys(writer, config, family)
+        width = int(config.get("moe_intermediate_size") or config["intermediate_size"])
+        writer.add_expert_count(int(config["moe_num_experts"]))
+        writer.add_expert_used_count(int(config.get("moe_k") or 1))
+        writer.add_interleave_moe_layer_step(int(config.get("moe_layer_interval") or 1))
+        writer.add_leading_dense_block_count(int(config.get("moe_layer_start_index") or 0))
+        writer.add_expert_feed_forward_length(width)
+        shared = int(config.get("moe_num_shared_experts") or 0)
+        writer.add_expert_shared_count(shared)
+        if shared:
+            writer.add_expert_shared_feed_forward_length(width * shared)
+
+
+class Glm4Moe(Converter):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        """GLM-4.5 routing settings llama.cpp's glm4moe graph does not reproduce."""
+        if config.get("scoring_func", "sigmoid") != "sigmoid":
+            raise UnsupportedModel(
+                "glm4_moe with scoring_func other than sigmoid: llama.cpp's glm4moe routes by sigmoid"
+            )
+        if int(config.get("n_group") or 1) > 1 and int(config.get("topk_group") or 1) < int(config["n_group"]):
+            raise UnsupportedModel(
+                "glm4_moe choosing experts within topk_group of n_group groups: llama.cpp's glm4moe reads no groups"
+            )
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        """GLM-4.5's routed experts (sigmoid scores, a selection bias, normalised then scaled) after dense leading
+        layers, and its shared experts; the multi-token prediction layers mlx_lm drops are not written."""
+        import gguf
+
+        super().write_keys(writer, config, family)
+        writer.add_expert_count(int(config["n_routed_experts"]))
+        writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_count(int(config.get("n_shared_experts") or 0))
+        writer.add_leading_dense_block_count(int(config.get("first_k_dense_replace") or 0))
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        writer.add_expert_weights_scale(float(config.get("routed_scaling_factor") or 1.0))
+        writer.add_expert_weights_norm(bool(config.get("norm_topk_prob")))
+
+
+class MiniMaxM2(Converter):
+    """MiniMax-M2 (mlx_lm's minimax): sigmoid-scored experts picked with a selection bias and renormalized, query and
+    key norms over all heads at once, a rope over `rotary_dim` of each head."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if config.get("scoring_func", "sigmoid") != "sigmoid":
+            raise UnsupportedModel("minimax_m2 with scoring_func other than sigmoid: mlx_lm's minimax routes by it")
+        if config.get("use_qk_norm") is False:
+            raise UnsupportedModel("minimax_m2 with use_qk_norm=False: llama.cpp's minimax-m2 requires the norms")
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return int(config["rotary_dim"])
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".block_sparse_moe.e_score_correction_bias"):
+            return [(blk(name, "exp_probs_b.bias"), data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        super().write_keys(writer, config, family)
+        writer.add_expert_feed_forward_length(int(config["intermediate_size"]))
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+
+
+class GptOss(Converter):
+    """gpt-oss: experts with biases, attention sinks, alternating sliding windows."""
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_feed_forward_length(int(config["intermediate_size"]))
+        writer.add_sliding_window(int(config["sliding_window"]))
+        kinds = config.get("layer_types") or [
+            "sliding_attention" if layer % 2 == 0 else "full_attention" for layer in range(config["num_hidden_layers"])
+        ]
+        writer.add_array("gpt-oss.attention.sliding_window_pattern", [kind == "sliding_attention" for kind in kinds])
+
+
+CONVERTERS = {
+    "qwen3_moe": Qwen3Moe(Family("qwen3moe")),
+    "qwen2_moe": Qwen2Moe(Family("qwen2moe")),
+    "olmoe": Olmoe(Family("olmoe", output_required=True)),
+    "ernie4_5": Ernie45(Family("ernie4_5")),
+    "ernie4_5_moe": Ernie45Moe(Family("ernie4_5-moe", key="ERNIE4_5_MOE")),
+    "glm4_moe": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),
+    "minimax_m2": MiniMaxM2(Family("minimax-m2", key="MINIMAXM2")),
+    "gpt_oss": GptOss(Family("gpt-oss", key="GPT_OSS", yarn=True)),
+}
