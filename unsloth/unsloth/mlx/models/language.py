@@ -123,6 +123,8 @@ def _save_pretrained(model: Any, save_directory: str | Path, tokenizer: Any = No
 def _save_whole(model: Any, folder: Path, tokenizer: Any) -> None:
     """A quantized model saved whole, its config saying how, so mlx_lm quantizes the skeleton to match."""
     quantization = model_quantization(model)
+    if quantization is None:
+        raise ValueError("a whole-model save here is for a quantized model; this one has no quantization")
     folder.mkdir(parents=True, exist_ok=True)
     weights = dict(tree_flatten(model.parameters()))
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
@@ -325,9 +327,10 @@ class FastLanguageModel:
             return request_gradient_checkpointing(model, kwargs)
         targets, strict = _peft_targets(target_modules, kwargs.get("modules_to_save"))
         scheme = None if kwargs.get("qat_scheme") is None else qat_scheme_named(kwargs["qat_scheme"])
-        if scheme is not None and model_quantization(model) is not None:
+        base_quantization = model_quantization(model)
+        if scheme is not None and base_quantization is not None:
             raise NotImplementedError(
-                f"qat_scheme={scheme.name!r} with a {model_quantization(model).load_flag}=True base: quantization-"
+                f"qat_scheme={scheme.name!r} with a {base_quantization.load_flag}=True base: quantization-"
                 "aware training fake-quantizes float weights; load the model with load_in_4bit=False"
             )
         # rsLoRA scales by alpha / sqrt(r) instead of alpha / r; the backend divides by r, so alpha carries sqrt(r).

@@ -190,6 +190,10 @@ def convert_qat_model(model: Any) -> Any:
     from unsloth_zoo.mlx.lora import SETTINGS_ATTRIBUTE, lora_settings
 
     scheme = qat_scheme(model)
+    if scheme is None:
+        raise ValueError(
+            "QATConfig(step='convert') on a model trained without qat_scheme: pass qat_scheme to get_peft_model first"
+        )
     settings = lora_settings(model)
     if settings is not None:
         # CUDA's peft keeps the adapter beside the converted base, so the notebook's save_pretrained still writes it.

@@ -10,7 +10,7 @@ as llama.cpp's `convert_hf_to_gguf.py` classes override `set_gguf_parameters` an
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Type, Union
 
 import numpy as np
 
@@ -136,7 +136,7 @@ class Converter:
             writer.add_expert_used_count(int(config["num_experts_per_tok"]))
 
 
-def refusing(check: Any, error: type, config: Dict[str, Any]) -> None:
+def refusing(check: Any, error: Type[BaseException], config: Dict[str, Any]) -> None:
     """Run a family module's own refusal check, its error raised as UnsupportedModel with the same message."""
     try:
         check(config)
