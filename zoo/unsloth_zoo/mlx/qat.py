@@ -10,13 +10,13 @@ scheme's group size (torchao's int4 scheme likewise skips narrower ones).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, Optional
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_unflatten
-from mlx_lm.tuner.lora import LoRALinear
 
 QAT_ATTRIBUTE = "unsloth_qat_scheme"
 
@@ -84,32 +84,39 @@ class FakeQuantizedLinear(nn.Linear):
         return mx.addmm(self.bias, x, weight.T) if "bias" in self else x @ weight.T
 
 
-class FakeQuantizedLoRALinear(LoRALinear):
-    """LoRA whose base, with the adapter folded in, is fake-quantized; dropout still reaches the adapter alone."""
+@functools.cache
+def fake_quantized_lora_class() -> Any:
+    """The LoRA layer QAT trains, built on first use: mlx_lm imports transformers (and torch, where installed)."""
+    from mlx_lm.tuner.lora import LoRALinear
 
-    @classmethod
-    def from_lora(cls, lora: LoRALinear, scheme: QatScheme) -> "FakeQuantizedLoRALinear":
-        layer = cls.__new__(cls)
-        nn.Module.__init__(layer)
-        layer.linear, layer.dropout = lora.linear, lora.dropout
-        layer.lora_a, layer.lora_b, layer.scale = lora.lora_a, lora.lora_b, lora.scale
-        layer._scheme = scheme
-        layer.linear.freeze()
-        return layer
+    class FakeQuantizedLoRALinear(LoRALinear):
+        """LoRA whose base, with the adapter folded in, is fake-quantized; dropout still reaches the adapter alone."""
 
-    def folded_weight(self) -> mx.array:
-        delta = (self.scale * self.lora_b.T) @ self.lora_a.T
-        return self.linear.weight + delta.astype(self.linear.weight.dtype)
+        @classmethod
+        def from_lora(cls, lora: LoRALinear, scheme: QatScheme) -> "LoRALinear":
+            layer = cls.__new__(cls)
+            nn.Module.__init__(layer)
+            layer.linear, layer.dropout = lora.linear, lora.dropout
+            layer.lora_a, layer.lora_b, layer.scale = lora.lora_a, lora.lora_b, lora.scale
+            layer._scheme = scheme
+            layer.linear.freeze()
+            return layer
 
-    def __call__(self, x: mx.array) -> mx.array:
-        weight = fake_quantizer(self._scheme)(self.folded_weight())
-        y = x @ weight.T
-        if "bias" in self.linear:
-            y = y + self.linear.bias
-        # Dropout on the adapter's input only: the folded weight saw `x`, so the adapter gets the difference.
-        if self.dropout.training and self.dropout._p_1 < 1:
-            y = y + (self.scale * ((self.dropout(x) - x) @ self.lora_a) @ self.lora_b).astype(x.dtype)
-        return y
+        def folded_weight(self) -> mx.array:
+            delta = (self.scale * self.lora_b.T) @ self.lora_a.T
+            return self.linear.weight + delta.astype(self.linear.weight.dtype)
+
+        def __call__(self, x: mx.array) -> mx.array:
+            weight = fake_quantizer(self._scheme)(self.folded_weight())
+            y = x @ weight.T
+            if "bias" in self.linear:
+                y = y + self.linear.bias
+            # Dropout on the adapter's input only: the folded weight saw `x`, so the adapter gets the difference.
+            if self.dropout.training and self.dropout._p_1 < 1:
+                y = y + (self.scale * ((self.dropout(x) - x) @ self.lora_a) @ self.lora_b).astype(x.dtype)
+            return y
+
+    return FakeQuantizedLoRALinear
 
 
 def _covered(module: Any, scheme: QatScheme) -> bool:
@@ -120,15 +127,17 @@ def _covered(module: Any, scheme: QatScheme) -> bool:
 def prepare_qat(model: Any, scheme: QatScheme) -> int:
     """Make every covered linear of `model` (LoRA layers and plain linears alike) compute fake-quantized; returns how
     many were. The model keeps its float weights, so saving an adapter or a float merge is unchanged."""
+    fake_lora = fake_quantized_lora_class()
+    lora_type = fake_lora.__mro__[1]
     modules = model.named_modules()
     # A LoRA layer's own base is replaced with the LoRA layer, not on its own.
-    lora_bases = {id(module.linear) for _, module in modules if isinstance(module, LoRALinear)}
+    lora_bases = {id(module.linear) for _, module in modules if isinstance(module, lora_type)}
     replacements = []
     for path, module in modules:
-        if isinstance(module, FakeQuantizedLoRALinear) or id(module) in lora_bases:
+        if isinstance(module, fake_lora) or id(module) in lora_bases:
             continue
-        if isinstance(module, LoRALinear) and type(module.linear) is nn.Linear and _covered(module.linear, scheme):
-            replacements.append((path, FakeQuantizedLoRALinear.from_lora(module, scheme)))
+        if isinstance(module, lora_type) and type(module.linear) is nn.Linear and _covered(module.linear, scheme):
+            replacements.append((path, fake_lora.from_lora(module, scheme)))
         elif type(module) is nn.Linear and _covered(module, scheme):
             replacements.append((path, FakeQuantizedLinear.from_linear(module, scheme)))
     if not replacements:
@@ -152,7 +161,7 @@ def convert_qat(model: Any) -> Any:
         raise ValueError("this model was not prepared for quantization-aware training (get_peft_model(qat_scheme=))")
     replacements = []
     for path, module in model.named_modules():
-        if isinstance(module, FakeQuantizedLoRALinear):
+        if isinstance(module, fake_quantized_lora_class()):
             plain = nn.Linear(
                 module.linear.weight.shape[1], module.linear.weight.shape[0], bias="bias" in module.linear
             )
