@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# Older notebooks' per-family entry points (`models.aliases`), each FastLanguageModel on MLX.
+# Older notebooks' per-family entry points (in `vision.fast_model`), each FastLanguageModel on MLX.
 FAMILY_ENTRY_POINTS = (
     "FastLlamaModel",
     "FastMistralModel",
@@ -50,7 +50,7 @@ _PUBLIC = {
     "UnslothVisionDataCollator": "vision.model",
     "PatchDPOTrainer": "rl.patches",
     "PatchFastRL": "rl.patches",
-    **{name: "models.aliases" for name in FAMILY_ENTRY_POINTS},
+    **{name: "vision.fast_model" for name in FAMILY_ENTRY_POINTS},
 }
 
 __all__ = sorted(_PUBLIC)

@@ -179,3 +179,17 @@ class FastLanguageModel(TextLanguageModel):
         return FastVisionModel.get_peft_model(
             model, r=r, lora_alpha=lora_alpha, target_modules=target_modules, **kwargs
         )
+
+
+# Older notebooks' per-family entry points: CUDA Unsloth keeps a patched class per architecture, while mlx-lm picks
+# it from config.json, so each is `FastLanguageModel` itself (`FastTextModel` is `FastModel`, as upstream).
+FastLlamaModel = FastLanguageModel
+FastMistralModel = FastLanguageModel
+FastQwen2Model = FastLanguageModel
+FastQwen3Model = FastLanguageModel
+FastQwen3MoeModel = FastLanguageModel
+FastGemmaModel = FastLanguageModel
+FastGemma2Model = FastLanguageModel
+FastCohereModel = FastLanguageModel
+FastGraniteModel = FastLanguageModel
+FastFalconH1Model = FastLanguageModel
