@@ -137,9 +137,16 @@ def write_gguf(
     _add_keys(writer, tokenizer)
     writer.add_file_type(file_type)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    return write_tensors(writer, tensors, lambda tensor_name, data: stored_type(data, type_name, tensor_name))
+
+
+def write_tensors(writer: Any, tensors: Dict[str, np.ndarray], type_of: Any) -> Dict[str, str]:
+    """Each tensor in the type `type_of(name, data)` names (F32 as it is, others quantized), then the whole file."""
+    import gguf
+
     stored = {}
     for tensor_name, data in tensors.items():
-        stored[tensor_name] = stored_type(data, type_name, tensor_name)
+        stored[tensor_name] = type_of(tensor_name, data)
         if stored[tensor_name] == "F32":
             writer.add_tensor(tensor_name, data)
         else:

@@ -10,6 +10,7 @@ from typing import Any, Dict
 
 import numpy as np
 
+from ..convert import write_tensors
 from .registry import ProjectorFamily
 
 # The projector's file types CUDA Unsloth writes: the model's own 16-bit type (llama.cpp's --outtype).
@@ -80,16 +81,4 @@ def write_mmproj(
     else:
         writer.add_clip_projector_type(family.projector_type)
     family.write_keys(writer, config, preprocessor)
-    stored = {}
-    for tensor_name, data in tensors.items():
-        stored[tensor_name] = stored_type(tensor_name, data, family, wanted)
-        if stored[tensor_name] == "F32":
-            writer.add_tensor(tensor_name, data)
-        else:
-            kind = gguf.GGMLQuantizationType[stored[tensor_name]]
-            writer.add_tensor(tensor_name, gguf.quants.quantize(np.ascontiguousarray(data), kind), raw_dtype=kind)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return stored
+    return write_tensors(writer, tensors, lambda tensor_name, data: stored_type(tensor_name, data, family, wanted))
