@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,25 @@ def test_proc_environ_and_cmdline_are_parsed():
     environ = leftover_processes.parse_environ(b"A=1\0B=x=y\0\0NOEQUALS\0")
     assert environ == {"A": "1", "B": "x=y"}
     assert leftover_processes.parse_cmdline(b"sleep\x00600\x00") == "sleep 600"
+
+
+def test_a_helper_read_mid_exec_is_waited_for_not_named(tmp_path, monkeypatch):
+    """CI once read the resource tracker between fork and exec: an empty command line and environment, so it was
+    named as an unmarked leftover. A fake /proc (the OS's answers) fills its command line a moment later."""
+    proc, root, helper = tmp_path / "proc", 500, 501
+    for pid, ppid in (("self", 1), (root, 1), (helper, root)):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "stat").write_bytes(f"{pid} (python) S {ppid} 1 1 0 -1".encode())
+        (proc / str(pid) / "environ").write_bytes(b"")
+        (proc / str(pid) / "cmdline").write_bytes(b"")
+    monkeypatch.setattr(leftover_processes, "PROC", proc)
+    command = b"python\0-c\0from multiprocessing.resource_tracker import main;main(5)\0"
+    exec_ends = threading.Timer(0.2, (proc / str(helper) / "cmdline").write_bytes, (command,))
+    exec_ends.start()
+    try:
+        assert leftover_processes.find_leftovers("token", [helper], root=root) == []
+    finally:
+        exec_ends.join()
 
 
 def test_checkout_changes_name_a_new_folder_once_and_a_rewritten_file():

@@ -29,6 +29,8 @@ _POLL_S = 0.05
 # and fork server (the stdlib's and multiprocess's); started by the session's own process, they are not leftovers.
 INTERPRETER_HELPERS = re.compile(r"from multiprocess(ing)?\.(resource_tracker|forkserver) import main")
 _MAX_DEPTH = 64
+# A process caught mid-exec reads an empty command line and environment for a moment; how long to wait them out.
+_SETTLE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -172,14 +174,30 @@ def find_leftovers(
         facts = known[pid]
         if facts is None or not facts.alive:
             continue
-        if facts.ppid == root and INTERPRETER_HELPERS.search(read_command(pid)):
+        command = read_command(pid)
+        if not command and facts.ppid == root:  # a child mid-exec (kernel threads read empty too, and never settle)
+            facts, command = _settled(pid)
+            if facts is None or not facts.alive:
+                continue
+        if facts.ppid == root and INTERPRETER_HELPERS.search(command):
             continue
         environ = facts.environ or {}
         if environ.get(SESSION_VARIABLE) == token:
-            leftovers.append(Leftover(pid, read_command(pid), environ.get(STARTED_BY_VARIABLE, "")))
+            leftovers.append(Leftover(pid, command, environ.get(STARTED_BY_VARIABLE, "")))
         elif _descends_from(facts, root, known):
-            leftovers.append(Leftover(pid, read_command(pid), ""))
+            leftovers.append(Leftover(pid, command, ""))
     return leftovers
+
+
+def _settled(pid: int) -> tuple:
+    """(facts, command) of `pid` once its command line reads non-empty (an exec finished), or as they stand after
+    `_SETTLE_S`: the resource tracker, read during its exec, would otherwise look like an unmarked leftover."""
+    deadline = time.monotonic() + _SETTLE_S
+    while True:
+        facts, command = read_process(pid), read_command(pid)
+        if command or facts is None or not facts.alive or time.monotonic() >= deadline:
+            return facts, command
+        time.sleep(_POLL_S)
 
 
 def _alive(pids: Iterable[int]) -> Set[int]:
