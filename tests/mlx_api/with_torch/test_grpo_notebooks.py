@@ -4,15 +4,11 @@ tools/run_cells.py) on the tiny llama under each notebook's Hub id: every cell r
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from ..conftest import NEUTRAL_CWD, REPO_ROOT
+from ..conftest import REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
 CELL_COUNTS = {"qwen3_grpo": 35, "gemma3_grpo": 24}
@@ -20,11 +16,8 @@ CELL_COUNTS = {"qwen3_grpo": 35, "gemma3_grpo": 24}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CELL_COUNTS))
-def test_every_grpo_notebook_cell_runs(name: str, tmp_path: Path) -> None:
-    environment = {**os.environ, "UNSLOTH_MLX": "1", "NOTEBOOK_WORKDIR": str(tmp_path)}
-    command = [sys.executable, str(REPO_ROOT / "tools" / "run_cells.py"), str(NOTEBOOKS / f"{name}.py")]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900, env=environment, cwd=NEUTRAL_CWD)
-    cells = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"cell"')]
+def test_every_grpo_notebook_cell_runs(name: str, tmp_path: Path, run_notebook) -> None:
+    result, cells = run_notebook(name, tmp_path)
     assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
     failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
     assert not failed, (failed, result.stderr[-3000:])

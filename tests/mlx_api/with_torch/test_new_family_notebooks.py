@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from .test_published_notebooks import _run
 
 CELL_COUNTS = {
     "qwen3_moe": 18,
@@ -74,8 +73,8 @@ def _check_files(name: str, workdir: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CELL_COUNTS))
-def test_every_cell_runs_or_is_refused_by_name(name: str, tmp_path: Path) -> None:
-    result, cells = _run(name, tmp_path)
+def test_every_cell_runs_or_is_refused_by_name(name: str, tmp_path: Path, run_notebook) -> None:
+    result, cells = run_notebook(name, tmp_path)
     assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
     failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
     _assert_failed_as(failed, GAPS.get(name, {}), result.stderr)

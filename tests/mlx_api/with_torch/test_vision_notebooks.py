@@ -7,17 +7,14 @@ memory-stat cells run as on a Mac with torch installed. A cell MLX cannot honour
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Dict
 
 import pytest
 
-from ..conftest import NEUTRAL_CWD, REPO_ROOT
+from ..conftest import REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
 CELL_COUNTS = {
@@ -71,14 +68,6 @@ SAVED = {
 GAPS: Dict[str, Dict[int, str]] = {}
 
 
-def _run(name: str, workdir: Path) -> tuple:
-    environment = {**os.environ, "UNSLOTH_MLX": "1", "NOTEBOOK_WORKDIR": str(workdir)}
-    command = [sys.executable, str(REPO_ROOT / "tools" / "run_cells.py"), str(NOTEBOOKS / f"{name}.py")]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment, cwd=NEUTRAL_CWD)
-    cells = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"cell"')]
-    return result, cells
-
-
 def _assert_failed_as(failed: dict, expected: dict, stderr: str) -> None:
     for index, pattern in expected.items():
         assert index in failed and re.search(pattern, failed[index]), (index, failed.get(index), stderr[-3000:])
@@ -90,8 +79,8 @@ def test_every_vision_script_is_counted() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CELL_COUNTS))
-def test_every_cell_runs_or_is_refused_by_name(name: str, tmp_path: Path) -> None:
-    result, cells = _run(name, tmp_path)
+def test_every_cell_runs_or_is_refused_by_name(name: str, tmp_path: Path, run_notebook) -> None:
+    result, cells = run_notebook(name, tmp_path, timeout=600)
     assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
     failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
     _assert_failed_as(failed, GAPS.get(name, {}), result.stderr)

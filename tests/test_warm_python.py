@@ -1,0 +1,92 @@
+"""tools/kits/warm_python.py: a script run in a child of the warm interpreter gives what a cold `subprocess.run`
+gives (output, status, environment, folder, argv, atexit), and a timeout ends the script and what it started."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tools.kits import leftover_processes
+from tools.kits.warm_python import WarmPython
+
+SCRIPT = textwrap.dedent(
+    """
+    import atexit, os, sys
+    atexit.register(lambda: print("atexit ran"))
+    print("argv", sys.argv[1:], "cwd", os.path.basename(os.getcwd()), "env", os.environ.get("WARM_CHECK"))
+    print("main", __name__, "path0", os.path.basename(sys.path[0]), "preloaded", "decimal" in sys.modules)
+    print("to stderr", file=sys.stderr)
+    if sys.argv[1] == "raise":
+        raise ValueError("from the script")
+    sys.exit(int(sys.argv[1]))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def warm():
+    server = WarmPython(["decimal"])
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("argument", ["0", "3", "raise"])
+def test_a_run_gives_what_a_cold_run_gives(warm, tmp_path, argument):
+    script = tmp_path / "scripts" / "script.py"
+    script.parent.mkdir()
+    script.write_text(SCRIPT)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    env = {**os.environ, "WARM_CHECK": "yes"}
+    command = [sys.executable, str(script), argument]
+    cold = subprocess.run(command, capture_output=True, text=True, env=env, cwd=workdir, timeout=60)
+    hot = warm.run(command, env=env, cwd=str(workdir), timeout=60)
+    assert hot.returncode == cold.returncode == {"0": 0, "3": 3, "raise": 1}[argument]
+    # Only the preloaded module tells them apart.
+    assert hot.stdout == cold.stdout.replace("preloaded False", "preloaded True"), (hot.stdout, cold.stdout)
+    assert f"argv ['{argument}'] cwd work env yes" in hot.stdout and "main __main__ path0 scripts" in hot.stdout
+    assert hot.stdout.rstrip().endswith("atexit ran")
+    assert hot.stderr.startswith("to stderr\n")
+    if argument == "raise":
+        assert "ValueError: from the script" in hot.stderr and "Traceback" in hot.stderr
+    else:
+        assert hot.stderr == cold.stderr
+
+
+def test_a_run_ends_when_what_it_started_ends_as_with_pipes(warm, tmp_path):
+    """`subprocess.run` reads its pipes to their end, so it waits for a child that outlives the script."""
+    script = tmp_path / "parent.py"
+    script.write_text("import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 1; echo late'])\nprint('early')\n")
+    command, env = [sys.executable, str(script)], dict(os.environ)
+    cold = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    hot = warm.run(command, env=env, cwd=str(tmp_path), timeout=60)
+    assert hot.stdout == cold.stdout == "early\nlate\n"
+
+
+def test_a_timeout_ends_the_script_and_its_children(warm, tmp_path):
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import subprocess, time\nprint(subprocess.Popen(['sleep', '300']).pid, flush=True)\ntime.sleep(300)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired) as timed_out:
+        warm.run([sys.executable, str(script)], env=dict(os.environ), cwd=str(tmp_path), timeout=1.5)
+    assert time.monotonic() - started < 30
+    sleeper = int(timed_out.value.output.split()[0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        facts = leftover_processes.read_process(sleeper, with_environ=False)
+        if facts is None or not facts.alive:
+            break
+        time.sleep(0.05)
+    assert facts is None or not facts.alive
+
+
+def test_only_python_scripts_are_taken(warm):
+    with pytest.raises(ValueError, match="SCRIPT ARGS"):
+        warm.run(["bash", "-c", "true"], env=dict(os.environ), cwd=".", timeout=5)
