@@ -14,7 +14,7 @@ import pytest
 
 from tools.kits.warm_python import WarmPython
 
-from ..conftest import NEUTRAL_CWD, REPO_ROOT
+from ..conftest import REPO_ROOT
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +33,11 @@ PRELOADED = (
     "mlx.core",
     "PIL.Image",
 )
-NOTEBOOKS = REPO_ROOT / "examples" / "notebooks"
+
+
+def notebook_command(name: str) -> str:
+    """The command line the docs give for a notebook, run from the checkout; `run_notebook` runs exactly this."""
+    return f"UNSLOTH_MLX=1 python tools/run_cells.py examples/notebooks/{name}.py"
 
 
 @pytest.fixture(scope="session")
@@ -45,13 +49,15 @@ def warm_python() -> Iterator[WarmPython]:
 
 @pytest.fixture
 def run_notebook(warm_python: WarmPython) -> Callable[..., Tuple[subprocess.CompletedProcess, List[dict]]]:
-    """`run_notebook(name, workdir, timeout=900)`: examples/notebooks/NAME.py through tools/run_cells.py, in a child
-    of the warm interpreter; returns the run and each cell's outcome."""
+    """`run_notebook(name, workdir, timeout=900)`: the docs' command line for NAME, in a child of the warm
+    interpreter, with the scratch folder in `workdir`; returns the run and each cell's outcome."""
 
     def run(name: str, workdir: Path, timeout: float = 900) -> Tuple[subprocess.CompletedProcess, List[dict]]:
-        environment = {**os.environ, "UNSLOTH_MLX": "1", "NOTEBOOK_WORKDIR": str(workdir)}
-        command = [sys.executable, str(REPO_ROOT / "tools" / "run_cells.py"), str(NOTEBOOKS / f"{name}.py")]
-        result = warm_python.run(command, env=environment, cwd=NEUTRAL_CWD, timeout=timeout)
+        assignment, _python, *arguments = notebook_command(name).split()
+        key, value = assignment.split("=")
+        environment = {**os.environ, key: value, "NOTEBOOK_WORKDIR": str(workdir)}
+        command = [sys.executable, *arguments]  # `python` as a user's venv gives it
+        result = warm_python.run(command, env=environment, cwd=str(REPO_ROOT), timeout=timeout)
         cells = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"cell"')]
         return result, cells
 
