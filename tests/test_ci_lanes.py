@@ -45,6 +45,7 @@ FAKE_NOX = textwrap.dedent(
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
     if name.startswith("tested"):
         print("files here:", sorted(os.listdir(".")))
+        print("pytest options:", os.environ.get("PYTEST_ADDOPTS"))
         print("========== 3 passed, 1 skipped in 0.50s ==========")
     sys.exit(1 if name.startswith("bad") else 0)
     """
@@ -160,6 +161,7 @@ def test_the_lanes_run_every_session_and_fail_the_bad_the_slow_and_the_leaky(tmp
     assert "fake nox running tested" in text  # each session's log is printed
     # Each session ran in a fresh copy: the uncommitted edit is there, the ignored build output is not.
     assert "files here: ['.git', '.gitignore', 'noxfile.py', 'uncommitted.py']" in text
+    assert "pytest options: --durations=15" in text  # each log ends with its slowest tests
     # The leftover was ended, not just named.
     assert ci_lanes.leftover_processes(f"{lanes.run_id}:leaky") == []
     logs = {session.slug: lanes.log_path(session).read_text() for session in sessions}

@@ -30,6 +30,7 @@ BUDGETS_HEADING = "## Time budgets"
 WHOLE_RUN = "whole run"
 # Every process a session starts inherits this, so one left behind can be found after the session ends.
 MARKER_VARIABLE = "UNSLOTH_CI_SESSION"
+SLOWEST = "--durations=15"
 LANES_VARIABLE = "UNSLOTH_CI_LANES"
 # The sessions' copies, venvs and logs live under the checkout's .nox (ignored by git), outside any copy.
 WORK_FOLDER = ".nox/lanes"
@@ -161,6 +162,8 @@ class Lanes:
     def _start(self, session: Session) -> subprocess.Popen:
         command, cwd = self._command(session)
         environment = {**os.environ, MARKER_VARIABLE: f"{self.run_id}:{session.slug}"}
+        # Each log ends with its slowest tests, where a session nearing its budget shows what to cut.
+        environment["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {SLOWEST}".strip()
         with self.log_path(session).open("w") as log:
             # A session of its own, so the whole process group can be ended with the session.
             return subprocess.Popen(
