@@ -192,3 +192,11 @@ def test_in_a_real_cgroup_a_run_that_would_be_killed_stops_with_the_message_and_
         assert re.search(r"per_device_train_batch_size=\d+ with gradient_accumulation_steps=\d+", message), message
     else:
         assert report["steps"] == 2
+
+
+def test_a_compiled_step_is_measured_by_a_compiled_pass(load_tiny, config, memory_limit):
+    """Compiled (as on a Mac's GPU), the step holds less than the plain pass; measured plainly, the check itself
+    would set the run's peak above the step's."""
+    plain = _measure(load_tiny, config, memory_limit)
+    compiled = _measure(load_tiny, config, memory_limit, mx_compile=True)
+    assert compiled.peak < plain.peak, (compiled.peak, plain.peak)

@@ -306,6 +306,7 @@ class MLXTrainer:
             mx.eval(
                 self._apply_update(grads), grad_norm, self._running_loss, self.model.parameters(), self.optimizer.state
             )
+            del grads  # else this step's gradients stay alive through the next step's backward pass
             self._fire("on_optimizer_step")
             self.state.global_step += 1
             self.state.epoch = epoch + (step_in_epoch * accumulation + len(group)) / plan.batches_per_epoch
