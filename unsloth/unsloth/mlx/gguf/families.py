@@ -43,6 +43,8 @@ TEXT_WRAPPERS = {
     "gemma4": ("text_config", "language_model."),
     "qwen3_5": ("text_config", "language_model."),
     "qwen3_5_moe": ("text_config", "language_model."),
+    "qwen2_vl": ("text_config", "language_model."),
+    "qwen2_5_vl": ("text_config", "language_model."),
     "gemma3n": ("text_config", "model.language_model."),
 }
 # Wrappers whose language model's weights keep a prefix of their own once the wrapper's is removed.
@@ -50,7 +52,12 @@ _INNER_PREFIX = {"gemma3n": "model."}
 # Wrappers whose outer vocab_size mlx_lm copies into the language model's config.
 _OUTER_VOCAB = {"gemma4"}
 # Wrappers mlx_lm also loads from a flat config, read as their language model's own type.
-_FLAT_TEXT_TYPES = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+_FLAT_TEXT_TYPES = {
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+    "qwen2_vl": "qwen2_vl_text",
+    "qwen2_5_vl": "qwen2_5_vl_text",
+}
 
 
 def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], Dict]:
