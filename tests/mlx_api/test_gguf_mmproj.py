@@ -263,7 +263,7 @@ def test_qwen25_vl_gets_a_qwen2vl_language_model_with_rope_sections_and_the_qwen
     assert _value(language, "qwen2vl.rope.dimension_count") == 16  # the whole head rotates
     assert not any(tensor.name.startswith(("v.", "mm.")) for tensor in language.tensors)
     assert "blk.0.attn_q.bias" in {tensor.name for tensor in language.tensors}
-    assert _value(projector, "clip.projector_type") == "qwen25vl"
+    assert _value(projector, "clip.projector_type") == "qwen2.5vl_merger"
     assert _value(projector, "clip.use_silu") is True
     assert _value(projector, "clip.vision.n_wa_pattern") == 2  # full attention in block 1 of 2
     assert _value(projector, "clip.vision.image_size") == 560  # llama.cpp's converter's default
@@ -286,7 +286,7 @@ def test_qwen2_vl_gets_the_qwen2vl_projector_with_layer_norms_and_quick_gelu(tmp
     language, projector, weights = _qwen_exported(build_tiny_qwen2_vl(tmp_path / "model"))
     assert _value(language, "general.architecture") == "qwen2vl"
     assert list(_value(language, "qwen2vl.rope.dimension_sections")) == [2, 3, 3, 0]
-    assert _value(projector, "clip.projector_type") == "qwen2vl"
+    assert _value(projector, "clip.projector_type") == "qwen2vl_merger"
     assert "clip.use_silu" not in projector.fields and "clip.use_gelu" not in projector.fields  # quick GELU
     assert "clip.vision.n_wa_pattern" not in projector.fields
     # llama.cpp's converter reads Qwen 2 VL's embed_dim as the width and its hidden_size as the feed-forward length.

@@ -92,7 +92,7 @@ class QwenVLProjector(ProjectorFamily):
 
 @register("qwen2_vl")
 class Qwen2VLProjector(QwenVLProjector):
-    projector_type = "qwen2vl"
+    projector_type = "qwen2vl_merger"  # gguf.VisionProjectorType.QWEN2VL
 
     def refuse(self, config: Dict[str, Any]) -> None:
         super().refuse(config)
@@ -103,7 +103,7 @@ class Qwen2VLProjector(QwenVLProjector):
 
 @register("qwen2_5_vl")
 class Qwen25VLProjector(QwenVLProjector):
-    projector_type = "qwen25vl"
+    projector_type = "qwen2.5vl_merger"  # gguf.VisionProjectorType.QWEN25VL
 
     def refuse(self, config: Dict[str, Any]) -> None:
         super().refuse(config)
