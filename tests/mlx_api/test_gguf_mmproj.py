@@ -116,8 +116,8 @@ def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
 def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
     from unsloth.mlx.gguf.projectors import projector_for
 
-    with pytest.raises(NotImplementedError, match="model_type .qwen3_vl.*writes its projector as qwen3vl"):
-        projector_for({"model_type": "qwen3_vl"})
+    with pytest.raises(NotImplementedError, match="model_type .qwen3_vl_moe.*writes its projector as qwen3vl"):
+        projector_for({"model_type": "qwen3_vl_moe"})
     with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
         projector_for({"model_type": "mllama"})
 
@@ -328,4 +328,44 @@ def test_a_qwen_vl_language_model_whose_rope_sections_miss_part_of_the_head_is_r
         "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 2]},
     }
     with pytest.raises(NotImplementedError, match=r"mrope_section \[2, 2, 2\] covers 12 of its 16 rotary"):
+        check_request(config, tmp_path, ["f16"])
+
+
+def test_qwen3_vl_gets_a_qwen3vl_language_model_with_its_deepstack_count_and_the_qwen3vl_projector(tmp_path) -> None:
+    from tools.kits.tiny_vlm_model import build_tiny_qwen3_vl
+
+    language, projector, weights = _qwen_exported(build_tiny_qwen3_vl(tmp_path / "model"))
+    assert _value(language, "general.architecture") == "qwen3vl"
+    assert list(_value(language, "qwen3vl.rope.dimension_sections")) == [2, 3, 3, 0]
+    assert _value(language, "qwen3vl.n_deepstack_layers") == 1  # the kit's one deepstack index
+    assert "blk.0.attn_q_norm.weight" in {tensor.name for tensor in language.tensors}
+    assert not any(tensor.name.startswith(("v.", "mm.")) for tensor in language.tensors)
+    assert _value(projector, "clip.projector_type") == "qwen3vl_merger"
+    assert _value(projector, "clip.use_gelu") is True
+    assert _value(projector, "clip.vision.spatial_merge_size") == 2
+    assert list(_value(projector, "clip.vision.is_deepstack_layers")) == [True, False]
+    assert _value(projector, "clip.vision.image_size") == 64  # 4 x 4 learned positions of 16 pixels
+    tensors = {tensor.name: tensor for tensor in projector.tensors}
+    patch = weights["vision_tower.patch_embed.proj.weight"]  # (out, time, h, w, in)
+    for step, name in enumerate(("v.patch_embd.weight", "v.patch_embd.weight.1")):
+        stored = np.array(tensors[name].data, dtype=np.float32).reshape(patch.shape[0], 3, 16, 16)
+        np.testing.assert_allclose(stored, patch[:, step].transpose(0, 3, 1, 2), atol=1e-3)
+    assert tensors["v.position_embd.weight"].tensor_type.name == "F32"
+    np.testing.assert_array_equal(
+        np.array(tensors["v.blk.0.attn_qkv.weight"].data, dtype=np.float32).shape,
+        weights["vision_tower.blocks.0.attn.qkv.weight"].shape,  # llama.cpp's qwen3vl keeps the fused projection
+    )
+    deepstack = weights["vision_tower.deepstack_merger_list.0.linear_fc2.bias"]
+    np.testing.assert_array_equal(np.array(tensors["v.deepstack.0.fc2.bias"].data), deepstack)
+    expected = {"v.patch_embd.bias", "v.deepstack.0.norm.weight", "v.deepstack.0.fc1.weight", "v.post_ln.bias"}
+    assert expected | {"mm.0.weight", "mm.2.bias", "v.blk.1.ffn_up.weight"} <= set(tensors)
+
+
+def test_a_qwen3_vl_language_model_with_sections_not_interleaved_is_refused_by_name(tmp_path) -> None:
+    from unsloth.mlx.gguf.export import check_request
+
+    text = {"model_type": "qwen3_vl_text", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1}
+    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": False}
+    config = {"model_type": "qwen3_vl", "text_config": {**text, "head_dim": 16, "rope_scaling": rope}}
+    with pytest.raises(NotImplementedError, match="mrope_interleaved=False: llama.cpp's qwen3vl interleaves"):
         check_request(config, tmp_path, ["f16"])

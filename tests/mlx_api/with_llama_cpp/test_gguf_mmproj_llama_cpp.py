@@ -33,15 +33,17 @@ class Family:
     image_text: str  # what the processor's chat template writes for an image
     mtmd_text: str  # what libmtmd is given there (it writes the markers around its media marker itself)
     image_token: str  # the config's key for the image placeholder's id
+    steps: int = 40  # training steps until it names the colour
 
 
+QWEN_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
 FAMILIES = {
     # Gemma 3's processor writes "\n\n" around <start_of_image>...<end_of_image>; libmtmd writes those two markers.
     "gemma3": Family("build_tiny_gemma3", 32, "<start_of_image>", "\n\n<__media__>\n\n", "image_token_index"),
     # 140 pixels: 25 tokens, at least llama.cpp's fewest (8) for Qwen, in two windows a side of Qwen 2.5's tower.
-    "qwen2_5_vl": Family(
-        "build_tiny_qwen25_vl", 140, "<|vision_start|><|image_pad|><|vision_end|>", "<__media__>", "image_token_id"
-    ),
+    "qwen2_5_vl": Family("build_tiny_qwen25_vl", 140, QWEN_IMAGE, "<__media__>", "image_token_id", steps=30),
+    # 96 pixels: 9 tokens, the 4 x 4 learned positions resized to 6 x 6 patches; a deepstack layer.
+    "qwen3_vl": Family("build_tiny_qwen3_vl", 96, QWEN_IMAGE, "<__media__>", "image_token_id", steps=20),
 }
 
 
@@ -60,14 +62,14 @@ def _rows(side: int) -> List[Dict[str, Any]]:
     return [conversation(colour) for colour in COLOURS] * 4
 
 
-def _train(model: Any, processor: Any, rows: List[Dict[str, Any]], folder: Path) -> None:
+def _train(model: Any, processor: Any, rows: List[Dict[str, Any]], folder: Path, steps: int) -> None:
     from trl import SFTConfig, SFTTrainer
 
     from unsloth.trainer import UnslothVisionDataCollator
 
     args = SFTConfig(
         per_device_train_batch_size=2,
-        max_steps=40,
+        max_steps=steps,
         learning_rate=5e-3,
         warmup_steps=0,
         seed=3407,
@@ -104,9 +106,12 @@ def _build(family: Family, folder: Path) -> Path:
 
     folder = getattr(tiny_vlm_model, family.builder)(folder)
     settings = folder / "preprocessor_config.json"
-    if "min_pixels" in (preprocessor := json.loads(settings.read_text(encoding="utf-8"))):
+    preprocessor = json.loads(settings.read_text(encoding="utf-8"))
+    if "min_pixels" in preprocessor:
         preprocessor.update(min_pixels=family.side**2, max_pixels=family.side**2)
-        settings.write_text(json.dumps(preprocessor), encoding="utf-8")
+    if "size" in preprocessor:  # Qwen 3 VL's processor spells the same bounds so
+        preprocessor["size"] = {"shortest_edge": family.side**2, "longest_edge": family.side**2}
+    settings.write_text(json.dumps(preprocessor), encoding="utf-8")
     return folder
 
 
@@ -122,7 +127,7 @@ def exported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     model, processor = FastVisionModel.from_pretrained(str(_build(family, root / "model")))
     model = FastVisionModel.get_peft_model(model, r=8, lora_alpha=16, lora_dropout=0, random_state=3407)
     FastVisionModel.for_training(model)
-    _train(model, processor, _rows(family.side), root)
+    _train(model, processor, _rows(family.side), root, family.steps)
     FastVisionModel.for_inference(model)
     messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True)

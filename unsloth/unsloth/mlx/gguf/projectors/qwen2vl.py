@@ -24,7 +24,7 @@ _WINDOW_SIZE = 112
 _MERGE, _FRAMES = 2, 2
 
 
-def _patch_embedding(data: np.ndarray) -> Iterator[Tuple[str, np.ndarray]]:
+def patch_embedding(data: np.ndarray) -> Iterator[Tuple[str, np.ndarray]]:
     """MLX's Conv3d (out, time, h, w, in) as llama.cpp's one Conv2d (out, in, h, w) per frame."""
     yield "v.patch_embd.weight", data[:, 0].transpose(0, 3, 1, 2)
     yield "v.patch_embd.weight.1", data[:, 1].transpose(0, 3, 1, 2)
@@ -75,7 +75,7 @@ class QwenVLProjector(ProjectorFamily):
             name = "visual." + name.removeprefix(_TOWER_PREFIX)  # llama.cpp's converter maps Hugging Face's names
             data = float32(value)
             if name.endswith("patch_embed.proj.weight"):
-                tensors.update(_patch_embedding(data))
+                tensors.update(patch_embedding(data))
                 continue
             for part, rows in _attention(name, data) if ".attn.qkv." in name else [(name, data)]:
                 target = names.get_name(part, try_suffixes=(".weight", ".bias"))
