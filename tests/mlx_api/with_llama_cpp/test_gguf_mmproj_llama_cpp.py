@@ -109,7 +109,7 @@ def _build(family: Family, folder: Path) -> Path:
     preprocessor = json.loads(settings.read_text(encoding="utf-8"))
     if "min_pixels" in preprocessor:
         preprocessor.update(min_pixels=family.side**2, max_pixels=family.side**2)
-    if "size" in preprocessor:  # Qwen 3 VL's processor spells the same bounds so
+    if "shortest_edge" in (preprocessor.get("size") or {}):  # Qwen 3 VL's processor spells the same bounds so
         preprocessor["size"] = {"shortest_edge": family.side**2, "longest_edge": family.side**2}
     settings.write_text(json.dumps(preprocessor), encoding="utf-8")
     return folder
