@@ -116,8 +116,8 @@ def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
 def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
     from unsloth.mlx.gguf.projectors import projector_for
 
-    with pytest.raises(NotImplementedError, match="model_type .qwen3_vl.*writes its projector as qwen3vl"):
-        projector_for({"model_type": "qwen3_vl"})
+    with pytest.raises(NotImplementedError, match="model_type .qwen3_vl_moe.*writes its projector as qwen3vl"):
+        projector_for({"model_type": "qwen3_vl_moe"})
     with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
         projector_for({"model_type": "mllama"})
 
@@ -220,3 +220,152 @@ def test_gemma_4_with_an_audio_tower_is_refused_by_name() -> None:
 
     with pytest.raises(NotImplementedError, match="gemma4 with an audio tower: its audio projector .gemma4a."):
         projector_for({"model_type": "gemma4", "vision_config": {}, "audio_config": {"hidden_size": 8}})
+
+
+def _qwen_exported(folder: Path) -> tuple:
+    """A tiny Qwen VL folder exported in f16: its language and projector readers, and its merged weights."""
+    import gguf
+
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.merged import merged_weights
+
+    model, processor = FastVisionModel.from_pretrained(str(folder))
+    paths = model.save_pretrained_gguf(str(folder.parent / "gguf"), processor, quantization_method="f16")
+    assert [Path(path).name for path in paths] == ["unsloth.F16.gguf", "unsloth.F16-mmproj.gguf"]
+    language, projector = (gguf.GGUFReader(str(path)) for path in paths)
+    return language, projector, {name: np.array(value) for name, value in merged_weights(model).items()}
+
+
+def _assert_qwen_patch_embedding_split_in_time(tensors: Dict[str, Any], weights: Dict[str, np.ndarray]) -> None:
+    patch = weights["vision_tower.patch_embed.proj.weight"]  # MLX's Conv3d: (out, time, h, w, in)
+    for step, name in enumerate(("v.patch_embd.weight", "v.patch_embd.weight.1")):
+        assert tensors[name].tensor_type.name == "F16"  # as llama.cpp's converter forces both halves
+        stored = np.array(tensors[name].data, dtype=np.float32).reshape(patch.shape[0], 3, 14, 14)
+        np.testing.assert_allclose(stored, patch[:, step].transpose(0, 3, 1, 2), atol=1e-3)
+
+
+def _assert_qwen_attention_split(tensors: Dict[str, Any], weights: Dict[str, np.ndarray]) -> None:
+    fused = weights["vision_tower.blocks.0.attn.qkv.weight"]
+    width = fused.shape[0] // 3
+    for index, part in enumerate("qkv"):
+        stored = np.array(tensors[f"v.blk.0.attn_{part}.weight"].data, dtype=np.float32)
+        np.testing.assert_allclose(stored, fused[index * width : (index + 1) * width], atol=1e-3)
+        bias = weights["vision_tower.blocks.0.attn.qkv.bias"][index * width : (index + 1) * width]
+        np.testing.assert_array_equal(np.array(tensors[f"v.blk.0.attn_{part}.bias"].data), bias)
+
+
+def test_qwen25_vl_gets_a_qwen2vl_language_model_with_rope_sections_and_the_qwen25vl_projector(tmp_path) -> None:
+    from tools.kits.tiny_vlm_model import build_tiny_qwen25_vl
+
+    language, projector, weights = _qwen_exported(build_tiny_qwen25_vl(tmp_path / "model"))
+    assert _value(language, "general.architecture") == "qwen2vl"
+    assert list(_value(language, "qwen2vl.rope.dimension_sections")) == [2, 3, 3, 0]  # the kit's mrope_section
+    assert _value(language, "qwen2vl.rope.dimension_count") == 16  # the whole head rotates
+    assert not any(tensor.name.startswith(("v.", "mm.")) for tensor in language.tensors)
+    assert "blk.0.attn_q.bias" in {tensor.name for tensor in language.tensors}
+    assert _value(projector, "clip.projector_type") == "qwen2.5vl_merger"
+    assert _value(projector, "clip.use_silu") is True
+    assert _value(projector, "clip.vision.n_wa_pattern") == 2  # full attention in block 1 of 2
+    assert _value(projector, "clip.vision.image_size") == 560  # llama.cpp's converter's default
+    assert _value(projector, "clip.vision.embedding_length") == 32
+    assert _value(projector, "clip.vision.feed_forward_length") == 64
+    assert _value(projector, "clip.vision.attention.head_count") == 2
+    assert _value(projector, "clip.vision.projection_dim") == 64
+    tensors = {tensor.name: tensor for tensor in projector.tensors}
+    _assert_qwen_patch_embedding_split_in_time(tensors, weights)
+    _assert_qwen_attention_split(tensors, weights)
+    assert {"v.blk.1.ffn_gate.weight", "v.blk.1.ln2.weight", "v.post_ln.weight", "mm.0.bias", "mm.2.weight"} <= set(
+        tensors
+    )
+    assert "v.blk.0.ln1.bias" not in tensors  # Qwen 2.5's RMS norms have no bias
+
+
+def test_qwen2_vl_gets_the_qwen2vl_projector_with_layer_norms_and_quick_gelu(tmp_path) -> None:
+    from tools.kits.tiny_vlm_model import build_tiny_qwen2_vl
+
+    language, projector, weights = _qwen_exported(build_tiny_qwen2_vl(tmp_path / "model"))
+    assert _value(language, "general.architecture") == "qwen2vl"
+    assert list(_value(language, "qwen2vl.rope.dimension_sections")) == [2, 3, 3, 0]
+    assert _value(projector, "clip.projector_type") == "qwen2vl_merger"
+    assert "clip.use_silu" not in projector.fields and "clip.use_gelu" not in projector.fields  # quick GELU
+    assert "clip.vision.n_wa_pattern" not in projector.fields
+    # llama.cpp's converter reads Qwen 2 VL's embed_dim as the width and its hidden_size as the feed-forward length.
+    assert _value(projector, "clip.vision.embedding_length") == 32
+    assert _value(projector, "clip.vision.feed_forward_length") == 64
+    tensors = {tensor.name: tensor for tensor in projector.tensors}
+    _assert_qwen_patch_embedding_split_in_time(tensors, weights)
+    _assert_qwen_attention_split(tensors, weights)
+    assert {"v.blk.0.ffn_up.weight", "v.blk.0.ffn_down.bias", "v.blk.0.ln1.bias", "v.post_ln.bias"} <= set(tensors)
+    assert "v.blk.0.ffn_gate.weight" not in tensors
+
+
+@pytest.mark.parametrize(
+    ("vision", "reason"),
+    [
+        ({"window_size": 224}, "window_size=224: llama.cpp's qwen25vl graph windows by 112 pixels"),
+        ({"fullatt_block_indexes": [1, 2]}, r"fullatt_block_indexes=\[1, 2\]: llama.cpp's qwen25vl graph"),
+        ({"temporal_patch_size": 3}, "temporal_patch_size=3: llama.cpp splits the patch embedding in 2"),
+        ({"spatial_merge_size": 3}, "spatial_merge_size=3: llama.cpp's qwen2vl graph merges 2x2 patches"),
+    ],
+)
+def test_a_qwen25_vl_tower_llama_cpp_would_run_differently_is_refused_by_name(vision, reason) -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    tower = {"window_size": 112, "fullatt_block_indexes": [1], "temporal_patch_size": 2, "spatial_merge_size": 2}
+    config = {"model_type": "qwen2_5_vl", "vision_config": {**tower, **vision}}
+    with pytest.raises(NotImplementedError, match=reason):
+        projector_for(config)
+
+
+def test_a_qwen_vl_language_model_whose_rope_sections_miss_part_of_the_head_is_refused_by_name(tmp_path) -> None:
+    from unsloth.mlx.gguf.export import check_request
+
+    config = {
+        "model_type": "qwen2_5_vl",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 1,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 2]},
+    }
+    with pytest.raises(NotImplementedError, match=r"mrope_section \[2, 2, 2\] covers 12 of its 16 rotary"):
+        check_request(config, tmp_path, ["f16"])
+
+
+def test_qwen3_vl_gets_a_qwen3vl_language_model_with_its_deepstack_count_and_the_qwen3vl_projector(tmp_path) -> None:
+    from tools.kits.tiny_vlm_model import build_tiny_qwen3_vl
+
+    language, projector, weights = _qwen_exported(build_tiny_qwen3_vl(tmp_path / "model"))
+    assert _value(language, "general.architecture") == "qwen3vl"
+    assert list(_value(language, "qwen3vl.rope.dimension_sections")) == [2, 3, 3, 0]
+    assert _value(language, "qwen3vl.n_deepstack_layers") == 1  # the kit's one deepstack index
+    assert "blk.0.attn_q_norm.weight" in {tensor.name for tensor in language.tensors}
+    assert not any(tensor.name.startswith(("v.", "mm.")) for tensor in language.tensors)
+    assert _value(projector, "clip.projector_type") == "qwen3vl_merger"
+    assert _value(projector, "clip.use_gelu") is True
+    assert _value(projector, "clip.vision.spatial_merge_size") == 2
+    assert list(_value(projector, "clip.vision.is_deepstack_layers")) == [True, False]
+    assert _value(projector, "clip.vision.image_size") == 64  # 4 x 4 learned positions of 16 pixels
+    tensors = {tensor.name: tensor for tensor in projector.tensors}
+    patch = weights["vision_tower.patch_embed.proj.weight"]  # (out, time, h, w, in)
+    for step, name in enumerate(("v.patch_embd.weight", "v.patch_embd.weight.1")):
+        stored = np.array(tensors[name].data, dtype=np.float32).reshape(patch.shape[0], 3, 16, 16)
+        np.testing.assert_allclose(stored, patch[:, step].transpose(0, 3, 1, 2), atol=1e-3)
+    assert tensors["v.position_embd.weight"].tensor_type.name == "F32"
+    np.testing.assert_array_equal(
+        np.array(tensors["v.blk.0.attn_qkv.weight"].data, dtype=np.float32).shape,
+        weights["vision_tower.blocks.0.attn.qkv.weight"].shape,  # llama.cpp's qwen3vl keeps the fused projection
+    )
+    deepstack = weights["vision_tower.deepstack_merger_list.0.linear_fc2.bias"]
+    np.testing.assert_array_equal(np.array(tensors["v.deepstack.0.fc2.bias"].data), deepstack)
+    expected = {"v.patch_embd.bias", "v.deepstack.0.norm.weight", "v.deepstack.0.fc1.weight", "v.post_ln.bias"}
+    assert expected | {"mm.0.weight", "mm.2.bias", "v.blk.1.ffn_up.weight"} <= set(tensors)
+
+
+def test_a_qwen3_vl_language_model_with_sections_not_interleaved_is_refused_by_name(tmp_path) -> None:
+    from unsloth.mlx.gguf.export import check_request
+
+    text = {"model_type": "qwen3_vl_text", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1}
+    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": False}
+    config = {"model_type": "qwen3_vl", "text_config": {**text, "head_dim": 16, "rope_scaling": rope}}
+    with pytest.raises(NotImplementedError, match="mrope_interleaved=False: llama.cpp's qwen3vl interleaves"):
+        check_request(config, tmp_path, ["f16"])

@@ -43,14 +43,24 @@ TEXT_WRAPPERS = {
     "gemma4": ("text_config", "language_model."),
     "qwen3_5": ("text_config", "language_model."),
     "qwen3_5_moe": ("text_config", "language_model."),
+    "qwen2_vl": ("text_config", "language_model."),
+    "qwen2_5_vl": ("text_config", "language_model."),
+    "qwen3_vl": ("text_config", "language_model."),
     "gemma3n": ("text_config", "model.language_model."),
 }
 # Wrappers whose language model's weights keep a prefix of their own once the wrapper's is removed.
 _INNER_PREFIX = {"gemma3n": "model."}
+# Wrappers whose language model's GGUF keys read a sub-config of the wrapper's (Qwen 3 VL's deepstack layer count).
+_CARRIED_CONFIGS = {"qwen3_vl": ("vision_config",)}
 # Wrappers whose outer vocab_size mlx_lm copies into the language model's config.
 _OUTER_VOCAB = {"gemma4"}
 # Wrappers mlx_lm also loads from a flat config, read as their language model's own type.
-_FLAT_TEXT_TYPES = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+_FLAT_TEXT_TYPES = {
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+    "qwen2_vl": "qwen2_vl_text",
+    "qwen2_5_vl": "qwen2_5_vl_text",
+}
 
 
 def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], Dict]:
@@ -62,6 +72,8 @@ def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] 
     if key not in config and config.get("model_type") in _FLAT_TEXT_TYPES:
         config = {**config, key: {**config, "model_type": _FLAT_TEXT_TYPES[str(config["model_type"])]}}
     inner = {"tie_word_embeddings": False, **config[key]}  # as mlx_lm builds it
+    for carried in _CARRIED_CONFIGS.get(str(config.get("model_type")), ()):
+        inner.setdefault(carried, config.get(carried) or {})
     if config.get("model_type") in _OUTER_VOCAB and config.get("vocab_size"):
         inner["vocab_size"] = config["vocab_size"]
         inner["tie_word_embeddings"] = config[key].get("tie_word_embeddings", True)  # Gemma 4 ties by default

@@ -19,16 +19,17 @@ _POSITION_EMBEDDINGS = ("v.position_embd.weight", "a.position_embd.weight")
 
 
 def stored_type(name: str, data: np.ndarray, family: ProjectorFamily, wanted: str) -> str:
-    """Vectors, norms, biases and position embeddings stay F32; the family's forced types next; the patch
-    embedding in F16 only in an F16 file; every other matrix in `wanted`."""
-    if data.ndim <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight"):
+    """Vectors and norms stay F32; the family's forced types next; the patch embedding in F16 only in an F16 file;
+    biases and position embeddings F32; every other matrix in `wanted`."""
+    if data.ndim <= 1 or name.endswith("_norm.weight"):
         return "F32"
     if name in family.forced_types:
         return family.forced_types[name]
-    if name in _POSITION_EMBEDDINGS:
-        return "F32"
-    if name.endswith((".patch_embd.weight", ".patch_merger.weight")):
+    # Forced by substring before the ending is read, so Qwen VL's second frame (`.weight.1`) is a patch embedding too.
+    if ".patch_embd.weight" in name or ".patch_merger.weight" in name:
         return "F16" if wanted == "F16" else "F32"
+    if name in _POSITION_EMBEDDINGS or not name.endswith(".weight"):
+        return "F32"
     return wanted
 
 

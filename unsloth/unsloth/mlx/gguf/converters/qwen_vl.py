@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""The Qwen VL language models: Qwen 2 VL's and Qwen 2.5 VL's as llama.cpp's qwen2vl (Qwen 2's layers), Qwen 3 VL's
+as qwen3vl (Qwen 3's, its sections interleaved and its tower's deepstack features added to the first layers). Each
+rotates by a multimodal rope whose `mrope_section` llama.cpp reads as `rope.dimension_sections`; text positions are
+equal in every section, so a text-only model rotates as Qwen 2 or Qwen 3 does."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..families import Family, UnsupportedModel
+from .base import Converter, head_dim, rope_parameters
+
+# The rope types a Qwen VL config names for its multimodal rope; llama.cpp's qwen2vl applies it from the sections.
+_MROPE_TYPES = {"mrope", "default"}
+
+
+def _rope(config: Dict[str, Any]) -> Dict[str, Any]:
+    return dict(config.get("rope_scaling") or rope_parameters(config) or {})
+
+
+def rope_sections(config: Dict[str, Any]) -> List[int]:
+    """llama.cpp's four rope sections: the config's three (temporal, height, width) and an empty fourth."""
+    sections = [int(size) for size in _rope(config).get("mrope_section") or ()]
+    return (sections + [0, 0, 0, 0])[:4]
+
+
+def deepstack_layers(config: Dict[str, Any]) -> int:
+    """How many of the tower's layers feed the language model's first layers (Qwen 3 VL's deepstack)."""
+    return len((config.get("vision_config") or {}).get("deepstack_visual_indexes") or ())
+
+
+class QwenVL(Converter):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        model_type = config.get("model_type")
+        kind = _rope(config).get("rope_type", _rope(config).get("type", "default"))
+        if kind not in _MROPE_TYPES:
+            raise UnsupportedModel(
+                f"{model_type} with rope type {kind!r}: only Qwen VL's multimodal rope is checked here"
+            )
+        sections = rope_sections(config)
+        if 2 * sum(sections) != head_dim(config):
+            raise UnsupportedModel(
+                f"{model_type} whose mrope_section {_rope(config).get('mrope_section')} covers {2 * sum(sections)} of its {head_dim(config)} rotary "
+                "dimensions: llama.cpp rotates the whole head by its sections"
+            )
+
+    def rope_scaling(self, config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None  # the multimodal rope is written as its sections, refused above when anything else
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        writer.add_rope_dimension_sections(rope_sections(config))
+
+
+class Qwen3VL(QwenVL):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        super().refuse(config)
+        if _rope(config).get("mrope_interleaved") is False:
+            raise UnsupportedModel(
+                f"{config.get('model_type')} with mrope_interleaved=False: llama.cpp's qwen3vl interleaves the sections"
+            )
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_num_deepstack_layers(deepstack_layers(config))
+
+
+CONVERTERS = {
+    "qwen2_vl_text": QwenVL(Family("qwen2vl")),
+    "qwen2_5_vl_text": QwenVL(Family("qwen2vl")),
+    "qwen3_vl_text": Qwen3VL(Family("qwen3vl")),
+}
