@@ -16,8 +16,8 @@ from typing import Dict
 REFUSED_SPEECH_FAMILIES: Dict[str, tuple] = {
     "csm": (
         "Sesame CSM",
-        "a Llama backbone, a depth decoder and the Mimi codec, trained with a loss over both decoders; mlx-lm builds "
-        "only the backbone's kind of model, so the depth decoder and codec would be lost",
+        "a Llama backbone, a depth decoder and the Mimi codec, trained with a loss over both decoders; neither "
+        "mlx-lm nor mlx-vlm builds the depth decoder or the codec",
     ),
     "whisper": (
         "Whisper",
