@@ -189,7 +189,10 @@ def test_the_orpheus_cells_train_on_mlx_with_transformers_step_zero_loss(orpheus
         args=TrainingArguments(**notebook_arguments(tmp_path / "mlx"), optim="adamw_8bit"),
     )
     assert isinstance(trainer, UnslothTrainer)
+    # The memory cells around training read torch.cuda, answered from MLX.
+    total_memory = torch.cuda.get_device_properties(0).total_memory
     routed = first_loss(trainer)
+    assert total_memory > 0 and torch.cuda.max_memory_reserved() >= 0
     expected = torch_step_zero_loss(folder, rows, tmp_path / "torch")
     print(f"step-0 loss: MLX {routed:.6f}, transformers + PEFT {expected:.6f}")
     assert abs(routed - expected) <= 1e-4
@@ -227,3 +230,9 @@ def test_the_orpheus_cells_train_on_mlx_with_transformers_step_zero_loss(orpheus
             layers[layer].append(frame[slot] - slot * CODEBOOK_SIZE)
     audio = snac_model.decode([torch.tensor(layer).unsqueeze(0) for layer in layers])
     assert audio.shape[-1] >= len(clip(0.5, 220.0)) and torch.isfinite(audio).all()
+
+    # The saving cell: the LoRA adapter and the tokenizer, as transformers' PEFT folder holds them.
+    model.save_pretrained(str(tmp_path / "orpheus_lora"))
+    tokenizer.save_pretrained(str(tmp_path / "orpheus_lora"))
+    saved = json.loads((tmp_path / "orpheus_lora" / "adapter_config.json").read_text(encoding="utf-8"))
+    assert sorted(saved["target_modules"]) == sorted(TARGETS) and saved["r"] == 8
