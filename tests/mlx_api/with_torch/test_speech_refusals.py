@@ -55,28 +55,32 @@ def test_a_csm_checkpoint_is_refused_by_name(speech_folders, entry_point) -> Non
     from transformers import CsmForConditionalGeneration
 
     keywords = {"auto_model": CsmForConditionalGeneration} if entry_point is FastModel else {}
-    with pytest.raises(NotImplementedError, match=r"'csm' \(Sesame CSM\).*depth decoder.*Mimi"):
+    with pytest.raises(NotImplementedError, match=r"'csm': Sesame CSM is not supported on MLX.*depth decoder.*Mimi"):
         entry_point.from_pretrained(str(speech_folders["csm"]), max_seq_length=64, load_in_4bit=False, **keywords)
 
 
-def test_a_whisper_checkpoint_is_refused_by_name(speech_folders) -> None:
-    from transformers import WhisperForConditionalGeneration
-
-    with pytest.raises(NotImplementedError, match=r"'whisper' \(Whisper\).*encoder-decoder"):
-        FastModel.from_pretrained(
-            str(speech_folders["whisper"]), auto_model=WhisperForConditionalGeneration, load_in_4bit=False
-        )
+def test_a_whisper_checkpoint_given_to_the_text_loader_is_sent_to_fast_model(speech_folders) -> None:
+    with pytest.raises(NotImplementedError, match=r"'whisper': Whisper .*auto_model=WhisperForConditionalGeneration"):
+        FastLanguageModel.from_pretrained(str(speech_folders["whisper"]), load_in_4bit=False)
 
 
 @pytest.mark.parametrize("keyword", ["whisper_language", "whisper_task"])
-def test_whisper_keywords_are_refused_with_their_own_reason(speech_folders, keyword) -> None:
-    from transformers import WhisperForConditionalGeneration
-
+def test_whisper_keywords_on_a_text_checkpoint_are_refused_with_their_own_reason(tiny_model_dir, keyword) -> None:
     value = {"whisper_language": "English", "whisper_task": "transcribe"}[keyword]
     with pytest.raises(NotImplementedError) as caught:
-        FastModel.from_pretrained(
-            str(speech_folders["whisper"]), auto_model=WhisperForConditionalGeneration, **{keyword: value}
-        )
+        FastModel.from_pretrained(str(tiny_model_dir), **{keyword: value})
     message = str(caught.value)
-    assert f"{keyword}={value!r}" in message and "Whisper" in message
+    assert f"{keyword}={value!r}" in message and "not a Whisper" in message
     assert "4-bit" not in message and "quantized" not in message
+
+
+def test_a_quantized_whisper_and_another_auto_model_are_refused_by_name(speech_folders) -> None:
+    from transformers import CsmForConditionalGeneration
+
+    folder = str(speech_folders["whisper"])
+    with pytest.raises(NotImplementedError, match="quantized Whisper base"):
+        FastModel.from_pretrained(folder, load_in_4bit=True)
+    with pytest.raises(
+        NotImplementedError, match="auto_model=CsmForConditionalGeneration: this checkpoint is 'whisper'"
+    ):
+        FastModel.from_pretrained(folder, auto_model=CsmForConditionalGeneration, load_in_4bit=False)

@@ -3,7 +3,7 @@
 """Speech checkpoints and keywords the MLX loaders cannot honour, each with its reason, refused before mlx-lm is asked.
 
 The codec-LM text-to-speech models (Orpheus, Llasa, Oute, Spark) are llama or qwen2 checkpoints and load as text
-models; only families whose architecture mlx-lm does not build are listed here.
+models, and Whisper loads through `speech`; only families that nothing here builds are listed.
 """
 
 from __future__ import annotations
@@ -12,32 +12,28 @@ import json
 from pathlib import Path
 from typing import Dict
 
-# model_type -> (the family's name, why it does not load on MLX).
-REFUSED_SPEECH_FAMILIES: Dict[str, tuple] = {
+# model_type -> why the text loaders do not load it, and what to do instead.
+REFUSED_SPEECH_FAMILIES: Dict[str, str] = {
     "csm": (
-        "Sesame CSM",
-        "a Llama backbone, a depth decoder and the Mimi codec, trained with a loss over both decoders; neither "
-        "mlx-lm nor mlx-vlm builds the depth decoder or the codec",
+        "Sesame CSM is not supported on MLX: it is a Llama backbone, a depth decoder and the Mimi codec, trained with "
+        "a loss over both decoders, and neither mlx-lm nor mlx-vlm builds the depth decoder or the codec; train it "
+        "with CUDA Unsloth"
     ),
     "whisper": (
-        "Whisper",
-        "an encoder-decoder speech recognizer over log-mel features; mlx-lm builds decoder-only text models, and no "
-        "MLX Whisper here trains under Seq2SeqTrainer",
+        "Whisper is an encoder-decoder speech recognizer, which the text loaders do not build; load it with "
+        "FastModel.from_pretrained(..., auto_model=WhisperForConditionalGeneration)"
     ),
 }
-# A load keyword that only a refused family reads -> that family's model_type.
-SPEECH_KEYWORDS: Dict[str, str] = {"whisper_language": "whisper", "whisper_task": "whisper"}
-
-
-def family_refusal(model_type: str) -> str:
-    name, reason = REFUSED_SPEECH_FAMILIES[model_type]
-    return f"{model_type!r} ({name}) is not supported on MLX: it is {reason}; train it with CUDA Unsloth"
+# Load keywords only a Whisper checkpoint reads (through `speech.loading`).
+SPEECH_KEYWORDS = ("whisper_language", "whisper_task")
 
 
 def keyword_refusal(keyword: str) -> str:
-    """Why a speech keyword cannot be honoured: its family does not load on MLX."""
-    name, _ = REFUSED_SPEECH_FAMILIES[SPEECH_KEYWORDS[keyword]]
-    return f"{keyword} sets {name}'s decoding prompt, and {family_refusal(SPEECH_KEYWORDS[keyword])}"
+    """Why a speech keyword cannot be honoured on this load: its checkpoint is not of the keyword's family."""
+    return (
+        f"{keyword} sets Whisper's decoding prompt, and this checkpoint is not a Whisper; load a 'whisper' "
+        "checkpoint with FastModel.from_pretrained(..., auto_model=WhisperForConditionalGeneration)"
+    )
 
 
 def refuse_speech_checkpoint(owner: str, folder: str | Path) -> None:
@@ -47,4 +43,4 @@ def refuse_speech_checkpoint(owner: str, folder: str | Path) -> None:
         return
     model_type = json.loads(path.read_text(encoding="utf-8")).get("model_type")
     if model_type in REFUSED_SPEECH_FAMILIES:
-        raise NotImplementedError(f"{owner}: {family_refusal(model_type)}")
+        raise NotImplementedError(f"{owner}: {model_type!r}: {REFUSED_SPEECH_FAMILIES[model_type]}")
