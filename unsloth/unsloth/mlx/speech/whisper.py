@@ -66,7 +66,13 @@ def load_whisper(
     folder: str | Path, language: Optional[str], task: Optional[str], dtype: Any = None
 ) -> Tuple[Any, Any]:
     """The MLX Whisper and its `WhisperProcessor`, whose tokenizer puts the language and task tokens first."""
-    from mlx_audio.stt.models.whisper.whisper import Model, ModelDimensions
+    try:
+        from mlx_audio.stt.models.whisper.whisper import Model, ModelDimensions
+    except ImportError as error:
+        raise ImportError(
+            f"Whisper on MLX runs mlx-audio's model, which did not import ({error}); "
+            "install it with `pip install --no-deps mlx-audio==0.6.2`"
+        ) from error
     from transformers import GenerationConfig, WhisperConfig, WhisperProcessor
 
     folder = Path(folder)
