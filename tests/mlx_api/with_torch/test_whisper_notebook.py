@@ -185,7 +185,42 @@ def test_seq2seq_trainer_trains_whisper_on_mlx_from_transformers_step_zero_loss(
     print(f"step-0 loss: MLX {routed:.6f}, Seq2SeqTrainer + PEFT {expected:.6f}")
     assert abs(routed - expected) <= 1e-4
 
-    # The inference switch works; the saving cell is refused by name, not dropped.
+    # The inference switch works; a merged save is refused by name, not dropped.
     assert FastModel.for_inference(model) is model and not model.training
-    with pytest.raises(NotImplementedError, match="model.save_pretrained on a Whisper model"):
-        model.save_pretrained(str(tmp_path / "whisper_lora"))
+    with pytest.raises(NotImplementedError, match="model.save_pretrained_merged on a Whisper model"):
+        model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_16bit")
+
+
+def test_the_saved_adapter_is_peft_s_for_transformers_whisper(whisper_folder, tmp_path) -> None:
+    import mlx.core as mx
+    import torch
+    from mlx.utils import tree_flatten, tree_unflatten
+    from peft import PeftModel
+    from transformers import WhisperForConditionalGeneration
+
+    model, tokenizer = load_notebook_model(whisper_folder)
+    model = FastModel.get_peft_model(model, r=8, target_modules=TARGETS, lora_alpha=16, task_type=None)
+    # Random B matrices (PEFT starts them at zero), so a misplaced or untransposed weight shows in the logits.
+    mx.random.seed(1)
+    trained = [
+        (name, mx.random.normal(value.shape) * 0.5) for name, value in tree_flatten(model.trainable_parameters())
+    ]
+    model.update(tree_unflatten(trained))
+    model.save_pretrained(str(tmp_path / "whisper_lora"))
+    tokenizer.save_pretrained(str(tmp_path / "whisper_lora"))
+
+    labels = tokenizer.tokenizer("Snow settles on the pines.").input_ids
+    features = tokenizer.feature_extractor(clip(2), sampling_rate=SAMPLE_RATE).input_features
+    actual = np.array(model(mx.array(features.transpose(0, 2, 1)), mx.array([labels])))
+    base = WhisperForConditionalGeneration.from_pretrained(str(whisper_folder))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        reference = PeftModel.from_pretrained(base, str(tmp_path / "whisper_lora")).eval()
+    with torch.no_grad():
+        expected = reference(input_features=torch.tensor(features), decoder_input_ids=torch.tensor([labels])).logits
+    gap = float(np.abs(actual - expected.numpy()).max())
+    print(f"adapter logits gap {gap:.2e}")
+    assert gap <= 1e-4
+    with reference.disable_adapter(), torch.no_grad():
+        unadapted = reference(input_features=torch.tensor(features), decoder_input_ids=torch.tensor([labels])).logits
+    assert float((expected - unadapted).abs().max()) > 1e-2

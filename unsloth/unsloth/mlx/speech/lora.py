@@ -6,20 +6,13 @@ self and cross, in the encoder and the decoder."""
 from __future__ import annotations
 
 import math
+from types import MethodType
 from typing import Any, Iterator, List, Sequence, Tuple
 
 import mlx.core as mx
 
-# transformers' Whisper names -> mlx-audio's, for the linears LoRA can wrap.
-MLX_NAMES = {
-    "q_proj": "query",
-    "k_proj": "key",
-    "v_proj": "value",
-    "out_proj": "out",
-    "fc1": "mlp1",
-    "fc2": "mlp2",
-}
-ATTENTIONS = ("attn", "cross_attn")
+from .saving import LORA_SETTINGS_ATTRIBUTE, save_whisper_adapter
+from .whisper import ATTENTIONS, MLX_NAMES
 
 
 def _linears(model: Any, name: str) -> Iterator[Tuple[Any, str]]:
@@ -62,4 +55,7 @@ def apply_whisper_lora(
             setattr(
                 owner, attribute, LoRALinear.from_base(getattr(owner, attribute), r=r, dropout=dropout, scale=scale)
             )
+    settings = {"r": r, "lora_alpha": alpha, "lora_dropout": dropout, "target_modules": list(targets)}
+    setattr(model, LORA_SETTINGS_ATTRIBUTE, {**settings, "use_rslora": rslora})
+    model.save_pretrained = MethodType(save_whisper_adapter, model)
     return model

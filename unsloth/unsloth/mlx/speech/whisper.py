@@ -15,20 +15,32 @@ from typing import Any, Optional, Tuple
 
 import mlx.core as mx
 
+# transformers' Whisper names -> mlx-audio's, for the linears LoRA can wrap.
+MLX_NAMES = {
+    "q_proj": "query",
+    "k_proj": "key",
+    "v_proj": "value",
+    "out_proj": "out",
+    "fc1": "mlp1",
+    "fc2": "mlp2",
+}
+ATTENTIONS = ("attn", "cross_attn")
 WHISPER_MARK = "_unsloth_whisper"
 # Published Whisper checkpoints widen each MLP four times; mlx-audio's model builds only that width.
 MLP_RATIO = 4
 
 
-# The notebook's saving cells; a Whisper adapter or merged save is not built on MLX yet.
+# The notebook's saving cells; LoRA makes `save_pretrained` write PEFT's adapter (`saving.py`), the rest is not built.
 UNBUILT_SAVES = ("save_pretrained", "save_pretrained_merged", "push_to_hub", "push_to_hub_merged")
+# Where the checkpoint came from, for the adapter's `base_model_name_or_path`.
+SOURCE_ATTRIBUTE = "_unsloth_whisper_source"
 
 
 def _unbuilt(name: str) -> Any:
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise NotImplementedError(
-            f"model.{name} on a Whisper model: saving Whisper (its LoRA adapter or merged weights) is not built on "
-            "MLX yet; the trained model lives only in this session"
+            f"model.{name} on a Whisper model: only a LoRA adapter saves on MLX (model.save_pretrained after "
+            "FastModel.get_peft_model); merged weights and Hub pushes are not built yet"
         )
 
     return refuse
@@ -84,6 +96,7 @@ def load_whisper(
     model.load_weights(list(model.sanitize(weights).items()), strict=True)
     mx.eval(model.parameters())
     setattr(model, WHISPER_MARK, True)
+    setattr(model, SOURCE_ATTRIBUTE, str(folder))
     for name in UNBUILT_SAVES:
         setattr(model, name, _unbuilt(name))
     model.config = config
