@@ -208,6 +208,8 @@ def test_the_saved_adapter_is_peft_s_for_transformers_whisper(whisper_folder, tm
     model.update(tree_unflatten(trained))
     model.save_pretrained(str(tmp_path / "whisper_lora"))
     tokenizer.save_pretrained(str(tmp_path / "whisper_lora"))
+    with pytest.raises(NotImplementedError, match="finetune_vision_layers=True"):
+        FastModel.get_peft_model(load_notebook_model(whisper_folder)[0], finetune_vision_layers=True)
 
     labels = tokenizer.tokenizer("Snow settles on the pines.").input_ids
     features = tokenizer.feature_extractor(clip(2), sampling_rate=SAMPLE_RATE).input_features

@@ -134,7 +134,7 @@ def check_keywords(
         for name in sorted((set(given) & set(default_only)) - set(used))
         if carries_value(given[name], default_only[name])
     ]
-    # A speech keyword has a reason of its own: its family does not load on MLX at all.
+    # Whisper's keywords reach this table only on a checkpoint that is not a Whisper, which is their own reason.
     for name in changed:
         if name in SPEECH_KEYWORDS:
             raise NotImplementedError(f"{owner} on MLX cannot honour {name}={given[name]!r}: {keyword_refusal(name)}")

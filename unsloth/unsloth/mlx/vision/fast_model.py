@@ -127,14 +127,16 @@ class FastModel(FastTextModel):
         **kwargs: Any,
     ) -> Any:
         """LoRA as `FastVisionModel.get_peft_model` places it on a vision model, else as on a text model."""
-        if is_whisper(model):
-            return get_peft_model_whisper("FastModel.get_peft_model", model, r, target_modules, lora_alpha, kwargs)
         switches = {
             "finetune_vision_layers": finetune_vision_layers,
             "finetune_language_layers": finetune_language_layers,
             "finetune_attention_modules": finetune_attention_modules,
             "finetune_mlp_modules": finetune_mlp_modules,
         }
+        if is_whisper(model):
+            # The switches go through the keyword table, which refuses the ones Whisper's LoRA cannot honour.
+            kwargs.update({name: value for name, value in switches.items() if value is not None})
+            return get_peft_model_whisper("FastModel.get_peft_model", model, r, target_modules, lora_alpha, kwargs)
         if not _is_vision_model(model):
             return FastTextModel.get_peft_model(model, r, target_modules, lora_alpha, **switches, **kwargs)
         # A switch left at None keeps FastVisionModel's default (on).
