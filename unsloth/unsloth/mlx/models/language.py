@@ -45,6 +45,7 @@ from .keywords import (
     normalised_name,
 )
 from .methods import attach_methods, rebind_tokenizer
+from .speech import refuse_speech_checkpoint
 from .quantize import (
     CONVERTED_ADAPTER_ATTRIBUTE,
     Quantization,
@@ -265,7 +266,8 @@ class FastLanguageModel:
         switch here, since a model that never gets LoRA trains every weight, but a quantized base cannot be.
         """
         dtype = _dtype_or_torch_dtype(dtype, kwargs.pop("torch_dtype", None))
-        check_load_keywords(kwargs.pop(ENTRY_POINT_KEYWORD, "FastLanguageModel.from_pretrained"), kwargs)
+        owner = kwargs.pop(ENTRY_POINT_KEYWORD, "FastLanguageModel.from_pretrained")
+        check_load_keywords(owner, kwargs)
         quantization = load_quantization(
             load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning, kwargs.get("load_in_fp8")
         )
@@ -281,6 +283,7 @@ class FastLanguageModel:
                 write_on_main_rank_only(saved)
             model = request_gradient_checkpointing(_with_adapter(model, folder, adapter), kwargs)
             return model, saved if saved is not None else tokenizer
+        refuse_speech_checkpoint(owner, folder)
         # Past the model's positions, RoPE is extended (linear scaling, as CUDA Unsloth does) instead of clamped.
         model, wrapper = load_model(folder, max_seq_length=max_seq_length)
         chosen = _dtype(dtype)

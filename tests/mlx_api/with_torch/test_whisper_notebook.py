@@ -1,0 +1,228 @@
+"""Issue 49 item 3: the Whisper notebook's cells on a tiny random Whisper built offline (`tools/kits/tiny_whisper.py`):
+`FastModel.from_pretrained(..., auto_model=WhisperForConditionalGeneration, whisper_language=, whisper_task=)` loads
+mlx-audio's Whisper with transformers' logits, LoRA goes on `q_proj` / `v_proj` with `task_type=None`, and
+`Seq2SeqTrainer` with the notebook's collator trains it on MLX from transformers' step-0 loss (`Seq2SeqTrainer` with
+PEFT on CPU torch)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from unsloth import FastModel, UnslothTrainer
+
+from ..conftest import QUESTIONS
+
+SAMPLE_RATE = 16000
+TARGETS = ["q_proj", "v_proj"]
+
+
+@pytest.fixture(scope="module")
+def whisper_folder(tmp_path_factory):
+    from tools.kits.tiny_whisper import build_tiny_whisper
+
+    root = tmp_path_factory.mktemp("whisper")
+    return build_tiny_whisper(root / "model", tokenizer_cache_dir=root / "tokenizers")
+
+
+def clip(index: int) -> np.ndarray:
+    times = np.arange(int((0.5 + 0.25 * index) * SAMPLE_RATE)) / SAMPLE_RATE
+    return (0.3 * np.sin(2 * np.pi * 180.0 * (index + 1) * times)).astype(np.float32)
+
+
+def load_notebook_model(folder) -> tuple:
+    from transformers import WhisperForConditionalGeneration
+
+    return FastModel.from_pretrained(
+        model_name=str(folder),
+        dtype=None,
+        load_in_4bit=False,
+        auto_model=WhisperForConditionalGeneration,
+        whisper_language="English",
+        whisper_task="transcribe",
+    )
+
+
+def notebook_rows(tokenizer) -> list:
+    """The notebook's `formatting_prompts_func`: log-mel features and the text's ids (forced prefix first)."""
+    rows = []
+    for index, (_, answer) in enumerate(QUESTIONS[:4]):
+        features = tokenizer.feature_extractor(clip(index), sampling_rate=SAMPLE_RATE)
+        rows.append({"input_features": features.input_features[0], "labels": tokenizer.tokenizer(answer).input_ids})
+    return rows
+
+
+@dataclass
+class DataCollatorSpeechSeq2SeqWithPadding:
+    """The notebook's collator: features padded by the feature extractor, labels padded with -100."""
+
+    processor: Any
+
+    def __call__(self, features: list) -> dict:
+        batch = self.processor.feature_extractor.pad(
+            [{"input_features": feature["input_features"]} for feature in features], return_tensors="pt"
+        )
+        labels_batch = self.processor.tokenizer.pad(
+            [{"input_ids": feature["labels"]} for feature in features], return_tensors="pt"
+        )
+        labels = labels_batch["input_ids"].masked_fill(labels_batch.attention_mask.ne(1), -100)
+        if (labels[:, 0] == self.processor.tokenizer.bos_token_id).all().cpu().item():
+            labels = labels[:, 1:]
+        batch["labels"] = labels
+        return batch
+
+
+def notebook_arguments(output_dir) -> dict:
+    """The notebook's arguments, but one micro-batch a step: with more, transformers logs Whisper's loss times the
+    accumulation steps (Whisper's forward takes `num_items_in_batch` but still returns a mean), MLX the mean itself."""
+    return dict(
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=1,
+        warmup_steps=5,
+        max_steps=1,
+        learning_rate=1e-4,
+        logging_steps=1,
+        weight_decay=0.001,
+        remove_unused_columns=False,
+        lr_scheduler_type="linear",
+        label_names=["labels"],
+        seed=3407,
+        output_dir=str(output_dir),
+        report_to="none",
+    )
+
+
+def first_loss(trainer) -> float:
+    trainer.train()
+    return next(entry["loss"] for entry in trainer.state.log_history if "loss" in entry)
+
+
+def test_whisper_loads_with_transformers_logits_and_the_forced_prefix(whisper_folder) -> None:
+    import mlx.core as mx
+    import torch
+    from transformers import WhisperForConditionalGeneration
+
+    model, tokenizer = load_notebook_model(whisper_folder)
+    labels = tokenizer.tokenizer("The kettle is red.").input_ids
+    prefix = ["<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
+    assert tokenizer.tokenizer.convert_ids_to_tokens(labels[:4]) == prefix
+    features = tokenizer.feature_extractor(clip(1), sampling_rate=SAMPLE_RATE).input_features
+    reference = WhisperForConditionalGeneration.from_pretrained(str(whisper_folder)).eval()
+    with torch.no_grad():
+        expected = reference(input_features=torch.tensor(features), decoder_input_ids=torch.tensor([labels])).logits
+    actual = np.array(model(mx.array(features.transpose(0, 2, 1)), mx.array([labels])))
+    gap = float(np.abs(actual - expected.numpy()).max())
+    print(f"largest logit gap {gap:.2e}")
+    assert gap <= 1e-3 and float(expected.abs().max()) > 0.1
+
+
+def torch_step_zero_loss(folder, rows: list, processor, output_dir) -> float:
+    """transformers' Seq2SeqTrainer with PEFT's LoRA on the same checkpoint, rows and collator, on CPU torch."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, WhisperForConditionalGeneration
+
+    model = WhisperForConditionalGeneration.from_pretrained(str(folder))
+    config = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=TARGETS, bias="none")
+    with warnings.catch_warnings():
+        # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing`.
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        peft_model = get_peft_model(model, config)
+    trainer = Seq2SeqTrainer(
+        model=peft_model,
+        train_dataset=rows,
+        data_collator=DataCollatorSpeechSeq2SeqWithPadding(processor=processor),
+        processing_class=processor.feature_extractor,
+        args=Seq2SeqTrainingArguments(**notebook_arguments(output_dir), optim="adamw_torch", use_cpu=True),
+    )
+    return first_loss(trainer)
+
+
+def test_seq2seq_trainer_trains_whisper_on_mlx_from_transformers_step_zero_loss(whisper_folder, tmp_path) -> None:
+    from mlx.utils import tree_flatten
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    model, tokenizer = load_notebook_model(whisper_folder)
+    model = FastModel.get_peft_model(
+        model,
+        r=8,
+        target_modules=TARGETS,
+        lora_alpha=16,
+        lora_dropout=0,
+        bias="none",
+        use_gradient_checkpointing="unsloth",
+        random_state=3407,
+        use_rslora=False,
+        loftq_config=None,
+        task_type=None,
+    )
+    model.generation_config.language = "<|en|>"
+    model.generation_config.task = "transcribe"
+    model.config.suppress_tokens = []
+    model.generation_config.forced_decoder_ids = None
+    trainable = [name for name, _ in tree_flatten(model.trainable_parameters())]
+    assert trainable and all(".query.lora_" in name or ".value.lora_" in name for name in trainable)
+    # As PEFT matches `q_proj` / `v_proj` in transformers' Whisper: the encoder's attention and the decoder's self and
+    # cross attention, each with lora_a and lora_b.
+    assert len(trainable) == len(TARGETS) * 3 * 2
+
+    rows = notebook_rows(tokenizer)
+    # label_names only tells transformers' trainer which inputs are labels; MLX reads the collator's `labels`.
+    with pytest.warns(RuntimeWarning, match="label_names"):
+        trainer = Seq2SeqTrainer(
+            model=model,
+            train_dataset=rows,
+            data_collator=DataCollatorSpeechSeq2SeqWithPadding(processor=tokenizer),
+            tokenizer=tokenizer.feature_extractor,
+            args=Seq2SeqTrainingArguments(**notebook_arguments(tmp_path / "mlx"), optim="adamw_8bit"),
+        )
+    assert isinstance(trainer, UnslothTrainer)
+    routed = first_loss(trainer)
+    expected = torch_step_zero_loss(whisper_folder, rows, tokenizer, tmp_path / "torch")
+    print(f"step-0 loss: MLX {routed:.6f}, Seq2SeqTrainer + PEFT {expected:.6f}")
+    assert abs(routed - expected) <= 1e-4
+
+    # The inference switch works; a merged save is refused by name, not dropped.
+    assert FastModel.for_inference(model) is model and not model.training
+    with pytest.raises(NotImplementedError, match="model.save_pretrained_merged on a Whisper model"):
+        model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_16bit")
+
+
+def test_the_saved_adapter_is_peft_s_for_transformers_whisper(whisper_folder, tmp_path) -> None:
+    import mlx.core as mx
+    import torch
+    from mlx.utils import tree_flatten, tree_unflatten
+    from peft import PeftModel
+    from transformers import WhisperForConditionalGeneration
+
+    model, tokenizer = load_notebook_model(whisper_folder)
+    model = FastModel.get_peft_model(model, r=8, target_modules=TARGETS, lora_alpha=16, task_type=None)
+    # Random B matrices (PEFT starts them at zero), so a misplaced or untransposed weight shows in the logits.
+    mx.random.seed(1)
+    trained = [
+        (name, mx.random.normal(value.shape) * 0.5) for name, value in tree_flatten(model.trainable_parameters())
+    ]
+    model.update(tree_unflatten(trained))
+    model.save_pretrained(str(tmp_path / "whisper_lora"))
+    tokenizer.save_pretrained(str(tmp_path / "whisper_lora"))
+    with pytest.raises(NotImplementedError, match="finetune_vision_layers=True"):
+        FastModel.get_peft_model(load_notebook_model(whisper_folder)[0], finetune_vision_layers=True)
+
+    labels = tokenizer.tokenizer("Snow settles on the pines.").input_ids
+    features = tokenizer.feature_extractor(clip(2), sampling_rate=SAMPLE_RATE).input_features
+    actual = np.array(model(mx.array(features.transpose(0, 2, 1)), mx.array([labels])))
+    base = WhisperForConditionalGeneration.from_pretrained(str(whisper_folder))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        reference = PeftModel.from_pretrained(base, str(tmp_path / "whisper_lora")).eval()
+    with torch.no_grad():
+        expected = reference(input_features=torch.tensor(features), decoder_input_ids=torch.tensor([labels])).logits
+    gap = float(np.abs(actual - expected.numpy()).max())
+    print(f"adapter logits gap {gap:.2e}")
+    assert gap <= 1e-4
+    with reference.disable_adapter(), torch.no_grad():
+        unadapted = reference(input_features=torch.tensor(features), decoder_input_ids=torch.tensor([labels])).logits
+    assert float((expected - unadapted).abs().max()) > 1e-2

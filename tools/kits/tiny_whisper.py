@@ -1,0 +1,69 @@
+"""Build a tiny random Whisper folder offline (config, safetensors, processor) as transformers saves one.
+
+The tokenizer is the corpus BPE with Whisper's special tokens (every language, the tasks, `<|notimestamps|>`) added,
+so `WhisperProcessor.from_pretrained(folder, language=..., task=...)` puts the forced prefix on labels as the Hub's
+checkpoints do. The weights come from transformers' `WhisperForConditionalGeneration`, so this kit needs torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MEL_BINS = 8
+WIDTH = 32
+
+
+def whisper_special_tokens() -> list:
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
+    languages = [f"<|{code}|>" for code in LANGUAGES]
+    tasks = ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>"]
+    return ["<|startoftranscript|>", *languages, *tasks, "<|notimestamps|>"]
+
+
+def build_tiny_whisper(folder: str | Path, tokenizer_cache_dir: str | Path | None = None, seed: int = 0) -> Path:
+    """Write a loadable tiny Whisper (one encoder and one decoder layer, 32 wide, 8 mel bins) into `folder`."""
+    import torch
+    from transformers import (
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizerFast,
+    )
+
+    from tools.kits.tokenizer_kit import build_tokenizer
+
+    folder = Path(folder)
+    end = "<|endoftext|>"
+    backend = build_tokenizer(256, cache_dir=None if tokenizer_cache_dir is None else Path(tokenizer_cache_dir))
+    tokenizer = WhisperTokenizerFast(
+        tokenizer_object=backend, unk_token=end, bos_token=end, eos_token=end, pad_token=end
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": whisper_special_tokens()})
+    processor = WhisperProcessor(WhisperFeatureExtractor(feature_size=MEL_BINS), tokenizer)
+    end_id = tokenizer.convert_tokens_to_ids(end)
+    config = WhisperConfig(
+        vocab_size=len(tokenizer),
+        d_model=WIDTH,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        # Four times the width, as every published Whisper has it.
+        encoder_ffn_dim=4 * WIDTH,
+        decoder_ffn_dim=4 * WIDTH,
+        num_mel_bins=MEL_BINS,
+        max_source_positions=1500,
+        max_target_positions=64,
+        decoder_start_token_id=tokenizer.convert_tokens_to_ids("<|startoftranscript|>"),
+        bos_token_id=end_id,
+        eos_token_id=end_id,
+        pad_token_id=end_id,
+        suppress_tokens=[],
+        begin_suppress_tokens=None,
+    )
+    torch.manual_seed(seed)
+    WhisperForConditionalGeneration(config).save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder

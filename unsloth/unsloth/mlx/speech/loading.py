@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""`FastModel.from_pretrained` / `get_peft_model` on a Whisper checkpoint, with the notebook's keywords."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import mlx.core as mx
+
+from ..models.keywords import check_load_keywords, check_peft_keywords
+from .lora import apply_whisper_lora, whisper_targets
+from .whisper import load_whisper
+
+WHISPER_AUTO_MODELS = ("WhisperForConditionalGeneration", "AutoModelForSpeechSeq2Seq")
+WHISPER_LOAD_USED = ("token", "revision", "whisper_language", "whisper_task", "use_gradient_checkpointing")
+WHISPER_PEFT_USED = ("use_gradient_checkpointing",)
+
+
+def _mlx_dtype(dtype: Any) -> Optional[Any]:
+    """None (the checkpoint's own), an MLX dtype, or torch's / a string of the same name."""
+    if dtype is None or isinstance(dtype, mx.Dtype):
+        return dtype
+    return getattr(mx, str(dtype).rsplit(".", 1)[-1])
+
+
+def from_pretrained_whisper(
+    owner: str,
+    folder: str | Path,
+    dtype: Any,
+    load_in_4bit: Optional[bool],
+    load_in_8bit: bool,
+    kwargs: Dict[str, Any],
+) -> Tuple[Any, Any]:
+    """The MLX Whisper and its processor; quantized bases and other auto_model classes are refused by name."""
+    auto_model = kwargs.pop("auto_model", None)
+    name = getattr(auto_model, "__name__", repr(auto_model))
+    if auto_model is not None and name not in WHISPER_AUTO_MODELS:
+        raise NotImplementedError(
+            f"{owner} on MLX cannot honour auto_model={name}: this checkpoint is 'whisper'; "
+            "pass auto_model=WhisperForConditionalGeneration"
+        )
+    check_load_keywords(owner, kwargs, WHISPER_LOAD_USED)
+    if load_in_4bit or load_in_8bit or kwargs.get("load_in_fp8"):
+        raise NotImplementedError(
+            f"{owner}: a quantized Whisper base is not built on MLX (mlx-audio's Whisper trains in 16 or 32 bits); "
+            "pass load_in_4bit=False"
+        )
+    return load_whisper(folder, kwargs.get("whisper_language"), kwargs.get("whisper_task"), _mlx_dtype(dtype))
+
+
+def get_peft_model_whisper(
+    owner: str,
+    model: Any,
+    r: int,
+    target_modules: Optional[Sequence[str] | str],
+    lora_alpha: float,
+    kwargs: Dict[str, Any],
+) -> Any:
+    """LoRA as PEFT places it on transformers' Whisper (`task_type=None`, as the notebook must set)."""
+    lora_dropout = kwargs.pop("lora_dropout", 0.0)
+    random_state = kwargs.pop("random_state", 3407)
+    use_rslora = kwargs.pop("use_rslora", False)
+    kwargs.pop("max_seq_length", None)
+    check_peft_keywords(owner, kwargs, WHISPER_PEFT_USED)
+    targets = whisper_targets(target_modules)
+    return apply_whisper_lora(model, targets, r, lora_alpha, lora_dropout, random_state, bool(use_rslora))

@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Whisper's rows, registered with the trainer (`training.own_rows`), which sits below this layer, when the
+`speech` package is first imported."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, NamedTuple, Optional, Tuple
+
+from ..training.own_rows import register_own_rows
+from ..training.train_data import PreparedRows, TrainRows
+from .training import WhisperRows, WhisperTrainRows, encode_whisper_rows, refuse_whisper_eval, whisper_step
+from .whisper import is_whisper
+
+
+class WhisperCollator(NamedTuple):
+    """The notebook's collator with the decoder's start and padding tokens, which its labels leave out."""
+
+    collate: Callable[[List[Any]], Any]
+    start_token: int
+    pad_token: int
+
+    def __call__(self, rows: List[Any]) -> Any:
+        return self.collate(rows)
+
+
+class WhisperOwnRows:
+    """The notebook's speech collator on a Whisper model: log-mel features and labels, trained by mlx-audio's model."""
+
+    def collator(self, model: Any, processor: Any, data_collator: Any, dataset: Any) -> Optional[Any]:
+        if not is_whisper(model):
+            return None
+        if data_collator is None:
+            raise NotImplementedError(
+                "a Whisper model trains through the notebook's data collator (input_features and labels); pass "
+                "data_collator=DataCollatorSpeechSeq2SeqWithPadding(processor=tokenizer)"
+            )
+        return WhisperCollator(data_collator, model.config.decoder_start_token_id, model.config.pad_token_id)
+
+    def encode(self, collator: Any, dataset: Any, eval_dataset: Any, config: Any) -> Tuple[PreparedRows, WhisperRows]:
+        refuse_whisper_eval(eval_dataset)
+        whisper = encode_whisper_rows(collator, dataset, config, collator.start_token, collator.pad_token)
+        return PreparedRows(whisper.rows, False, whisper.masks), whisper
+
+    def train_rows(self, rows: Any, encoded: WhisperRows) -> TrainRows:
+        return WhisperTrainRows(rows, encoded.masks, encoded.mels)
+
+    def step(self, model: Any, rows: Any) -> Callable[..., Any]:
+        return whisper_step(model, rows)
+
+
+register_own_rows(WhisperOwnRows())
