@@ -31,6 +31,7 @@ WHOLE_RUN = "whole run"
 # Every process a session starts inherits this, so one left behind can be found after the session ends.
 MARKER_VARIABLE = "UNSLOTH_CI_SESSION"
 SLOWEST = "--durations=15"
+END_WAIT_S = 10.0
 LANES_VARIABLE = "UNSLOTH_CI_LANES"
 # The sessions' copies, venvs and logs live under the checkout's .nox (ignored by git), outside any copy.
 WORK_FOLDER = ".nox/lanes"
@@ -172,13 +173,19 @@ class Lanes:
 
     def _reap(self, session: Session, pid: int) -> None:
         """Name and end what the session left running: its process group, and anything carrying its marker."""
-        left = leftover_processes(f"{self.run_id}:{session.slug}")
+        marker = f"{self.run_id}:{session.slug}"
+        left = leftover_processes(marker)
         session.leftovers = [f"pid {found} `{command}`" for found, command in left]
         _end([found for found, _ in left])
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass  # the group is already gone
+        # A killed process lingers a moment (longer on a loaded machine): the next session starts once it is gone.
+        deadline = time.monotonic() + END_WAIT_S
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = leftover_processes(marker)
 
     def _report(self, session: Session, log: str, elapsed: float) -> None:
         rule = "=" * 20
