@@ -16,6 +16,8 @@ import mlx.core as mx
 
 DIRECTIONS = ("query_to_doc", "query_to_query", "doc_to_query", "doc_to_doc")
 REFUSED = {
+    # Its gradient cache is a CUDA memory trick over the same loss; MultipleNegativesRankingLoss gives its values.
+    "CachedMultipleNegativesRankingLoss": "use MultipleNegativesRankingLoss, which computes the same loss whole",
     "MatryoshkaLoss": "its truncated-dimension passes are not implemented on MLX yet",
     "CoSENTLoss": "it is not implemented on MLX yet; MultipleNegativesRankingLoss is",
     "TripletLoss": "it is not implemented on MLX yet; MultipleNegativesRankingLoss with a negative column is",
@@ -97,12 +99,7 @@ def _ranking_loss(loss: Any) -> RankingLoss:
     )
 
 
-# CachedMultipleNegativesRankingLoss is the same loss computed in mini-batches to save memory; its value and
-# gradients equal MNRL's, so MLX computes it whole.
-LOSSES: Dict[str, Callable[[Any], Callable[..., mx.array]]] = {
-    "MultipleNegativesRankingLoss": _ranking_loss,
-    "CachedMultipleNegativesRankingLoss": _ranking_loss,
-}
+LOSSES: Dict[str, Callable[[Any], Callable[..., mx.array]]] = {"MultipleNegativesRankingLoss": _ranking_loss}
 
 
 def embedding_loss(loss: Any) -> Callable[..., mx.array]:

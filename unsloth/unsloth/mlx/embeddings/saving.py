@@ -90,7 +90,7 @@ def _save_tensors(path: Path, weights: Dict[str, mx.array]) -> None:
     mx.save_safetensors(str(path), {name: value for name, value in weights.items()}, metadata={"format": "pt"})
 
 
-def _write_modules(model: Any, folder: Path) -> None:
+def _write_modules(model: Any, folder: Path, with_config: bool = True) -> None:
     """modules.json, pooling, Dense and Normalize folders, and ST's two settings files."""
     source = Path(model.name_or_path)
     spec = model.spec
@@ -125,16 +125,19 @@ def _write_modules(model: Any, folder: Path) -> None:
         "similarity_fn_name": model.similarity_fn_name,
     }
     (folder / "config_sentence_transformers.json").write_text(json.dumps(settings, indent=2))
-    shutil.copyfile(source / "config.json", folder / "config.json")
+    if with_config:
+        shutil.copyfile(source / "config.json", folder / "config.json")
 
 
 def save_pretrained(model: Any, save_directory: str, tokenizer: Any = None, **kwargs: Any) -> None:
     """An ST folder: the adapters in PEFT's layout for a LoRA model, else the whole backbone."""
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
-    _write_modules(model, folder)
+    adapters = lora_settings(model) is not None
+    # An adapter folder holds no config.json: transformers takes one as a full model there and skips the base.
+    _write_modules(model, folder, with_config=not adapters)
     model_type = model.config.model_type
-    if lora_settings(model) is not None:
+    if adapters:
         config, weights = peft_adapter(model)
         (folder / "adapter_config.json").write_text(json.dumps(config, indent=2))
         _save_tensors(folder / "adapter_model.safetensors", weights)

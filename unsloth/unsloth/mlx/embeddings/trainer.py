@@ -95,6 +95,9 @@ def embedding_arguments(args: Any, model: Any) -> Tuple[Any, Dict[str, Any]]:
     else:
         keywords = foreign_keywords(args)
     own = {name: keywords.pop(name) for name in ST_FIELDS if name in keywords}
+    # Transformers 5 leaves warmup_ratio None (a fractional warmup_steps replaced it); None means no ratio.
+    if keywords.get("warmup_ratio") is None:
+        keywords.pop("warmup_ratio", None)
     for name in ("router_mapping", "learning_rate_mapping"):
         if own.get(name):
             raise NotImplementedError(f"SentenceTransformerTrainingArguments({name}=...) is not supported on MLX")
