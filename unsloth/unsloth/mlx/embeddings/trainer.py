@@ -109,6 +109,9 @@ def embedding_arguments(args: Any, model: Any) -> Tuple[Any, Dict[str, Any]]:
 
 
 class EmbeddingTrainer(MLXTrainer):
+    # The zoo's memory check measures a causal-LM pass, which this trainer's step is not.
+    probes_causal_lm = False
+
     def __init__(
         self,
         model: Any = None,
