@@ -125,9 +125,7 @@ def _bpe_tokenizer(vocab_size: int) -> Any:
     raw.post_processor = processors.TemplateProcessing(
         single=f"$A {EOS_TOKEN}", pair=f"$A {EOS_TOKEN} $B {EOS_TOKEN}", special_tokens=[(EOS_TOKEN, eos)]
     )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=raw, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, padding_side="left"
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, padding_side="left")
 
 
 def _write_weights(folder: Path, config: Dict[str, Any], seed: int) -> None:
@@ -170,11 +168,18 @@ def _write_modules(folder: Path, family: TinyEmbeddingFamily, max_seq_length: in
     if family.normalize:
         index = len(modules)
         modules.append(
-            {"idx": index, "name": str(index), "path": f"{index}_Normalize", "type": "sentence_transformers.models.Normalize"}
+            {
+                "idx": index,
+                "name": str(index),
+                "path": f"{index}_Normalize",
+                "type": "sentence_transformers.models.Normalize",
+            }
         )
         (folder / f"{index}_Normalize").mkdir(exist_ok=True)
     (folder / "modules.json").write_text(json.dumps(modules, indent=2))
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}))
+    (folder / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False})
+    )
     settings = {"prompts": family.prompts, "default_prompt_name": None, "similarity_fn_name": "cosine"}
     (folder / "config_sentence_transformers.json").write_text(json.dumps(settings, indent=2))
 

@@ -60,8 +60,12 @@ def mnrl_embeddings(columns: int) -> list:
 @pytest.mark.parametrize("columns", [2, 4], ids=["pairs", "two-negatives"])
 @pytest.mark.parametrize(
     "settings",
-    [{}, {"scale": 7.5}, {"directions": ("query_to_doc", "query_to_query", "doc_to_query", "doc_to_doc")},
-     {"directions": ("query_to_doc", "doc_to_query"), "partition_mode": "per_direction"}],
+    [
+        {},
+        {"scale": 7.5},
+        {"directions": ("query_to_doc", "query_to_query", "doc_to_query", "doc_to_doc")},
+        {"directions": ("query_to_doc", "doc_to_query"), "partition_mode": "per_direction"},
+    ],
     ids=["default", "scale", "all-directions", "per-direction"],
 )
 def test_mnrl_equals_sentence_transformers(folders: dict, columns: int, settings: dict) -> None:

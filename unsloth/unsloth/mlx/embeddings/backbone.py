@@ -104,4 +104,6 @@ def read_config(folder: Path) -> Dict[str, Any]:
 def hub_names(model_type: str, weights: Dict[str, Any]) -> Dict[str, Any]:
     """The backbone's weights under the bare Hub model's names, as sentence-transformers saves them."""
     prefix = backbone_for(model_type).prefix
-    return {name[len(prefix) :] if prefix and name.startswith(prefix) else name: value for name, value in weights.items()}
+    return {
+        name[len(prefix) :] if prefix and name.startswith(prefix) else name: value for name, value in weights.items()
+    }

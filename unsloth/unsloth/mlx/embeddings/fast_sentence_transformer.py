@@ -113,7 +113,9 @@ class FastSentenceTransformer:
         targets = [target_modules] if isinstance(target_modules, str) else list(target_modules)
         alpha = lora_alpha * math.sqrt(r) if use_rslora else lora_alpha
         mx.random.seed(int(random_state))
-        apply_lora(model, rank=r, alpha=alpha, dropout=lora_dropout, target_modules=targets, base_model=model.name_or_path)
+        apply_lora(
+            model, rank=r, alpha=alpha, dropout=lora_dropout, target_modules=targets, base_model=model.name_or_path
+        )
         object.__setattr__(model, "peft_targets", tuple(targets))
         object.__setattr__(model, "lora_alpha", float(lora_alpha))
         from ..models.language import print_trainable_parameters

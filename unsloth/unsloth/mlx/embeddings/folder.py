@@ -71,7 +71,9 @@ def parse_dense(path: str, text: str) -> DenseSpec:
         raise NotImplementedError(
             f"{path}: Dense activation {activation!r} is not supported on MLX (supported: {', '.join(DENSE_ACTIVATIONS)})"
         )
-    return DenseSpec(path, int(config["in_features"]), int(config["out_features"]), bool(config.get("bias", True)), activation)
+    return DenseSpec(
+        path, int(config["in_features"]), int(config["out_features"]), bool(config.get("bias", True)), activation
+    )
 
 
 def parse_modules(text: str) -> List[Tuple[str, str]]:

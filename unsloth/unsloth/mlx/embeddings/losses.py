@@ -115,6 +115,4 @@ def embedding_loss(loss: Any) -> Callable[..., mx.array]:
     if name in LOSSES:
         return LOSSES[name](loss)
     reason = REFUSED.get(name, "it is not implemented on MLX")
-    raise NotImplementedError(
-        f"{name} cannot train on MLX: {reason} (supported: {', '.join(sorted(LOSSES))})"
-    )
+    raise NotImplementedError(f"{name} cannot train on MLX: {reason} (supported: {', '.join(sorted(LOSSES))})")

@@ -83,7 +83,9 @@ class SentenceEmbeddingModel(nn.Module):
             found = getattr(found, part)
         return found
 
-    def __call__(self, input_ids: mx.array, attention_mask: mx.array, pooling_mask: Optional[mx.array] = None) -> mx.array:
+    def __call__(
+        self, input_ids: mx.array, attention_mask: mx.array, pooling_mask: Optional[mx.array] = None
+    ) -> mx.array:
         """Sentence embeddings for a padded batch; `pooling_mask` drops prompt tokens when include_prompt is off."""
         states = self.family.token_states(self.backbone, input_ids, attention_mask)
         vectors = pool(states, attention_mask if pooling_mask is None else pooling_mask, self.spec.pooling)

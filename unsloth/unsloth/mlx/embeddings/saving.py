@@ -109,12 +109,19 @@ def _write_modules(model: Any, folder: Path, with_config: bool = True) -> None:
         shutil.copyfile(source / layer_spec.path / "config.json", target / "config.json")
         _save_tensors(target / "model.safetensors", dict(tree_flatten(layer.parameters())))
         index = len(modules)
-        modules.append({"idx": index, "name": str(index), "path": layer_spec.path, "type": "sentence_transformers.models.Dense"})
+        modules.append(
+            {"idx": index, "name": str(index), "path": layer_spec.path, "type": "sentence_transformers.models.Dense"}
+        )
     if spec.normalize:
         index = len(modules)
         (folder / f"{index}_Normalize").mkdir(exist_ok=True)
         modules.append(
-            {"idx": index, "name": str(index), "path": f"{index}_Normalize", "type": "sentence_transformers.models.Normalize"}
+            {
+                "idx": index,
+                "name": str(index),
+                "path": f"{index}_Normalize",
+                "type": "sentence_transformers.models.Normalize",
+            }
         )
     (folder / "modules.json").write_text(json.dumps(modules, indent=2))
     bert = {"max_seq_length": model.max_seq_length, "do_lower_case": spec.do_lower_case}

@@ -31,8 +31,14 @@ LABEL_COLUMNS = ("label", "score")
 ST_FIELDS = ("batch_sampler", "multi_dataset_batch_sampler", "prompts", "router_mapping", "learning_rate_mapping")
 SAMPLERS = ("batch_sampler", "no_duplicates")
 # SentenceTransformerTrainer keywords the MLX trainer cannot honour, refused by name when set.
-UNSUPPORTED_KEYWORDS = ("model_init", "compute_metrics", "optimizers", "optimizer_cls_and_kwargs",
-                        "preprocess_logits_for_metrics", "data_collator")
+UNSUPPORTED_KEYWORDS = (
+    "model_init",
+    "compute_metrics",
+    "optimizers",
+    "optimizer_cls_and_kwargs",
+    "preprocess_logits_for_metrics",
+    "data_collator",
+)
 
 
 class EmbeddingRows:
@@ -103,7 +109,9 @@ def embedding_arguments(args: Any, model: Any) -> Tuple[Any, Dict[str, Any]]:
             raise NotImplementedError(f"SentenceTransformerTrainingArguments({name}=...) is not supported on MLX")
     sampler = str(getattr(own.get("batch_sampler"), "value", own.get("batch_sampler") or "batch_sampler"))
     if sampler not in SAMPLERS:
-        raise NotImplementedError(f"batch_sampler={sampler!r} is not supported on MLX (supported: {', '.join(SAMPLERS)})")
+        raise NotImplementedError(
+            f"batch_sampler={sampler!r} is not supported on MLX (supported: {', '.join(SAMPLERS)})"
+        )
     own["batch_sampler"] = sampler
     return trainer_arguments(keywords, {}, model), own
 
@@ -214,7 +222,9 @@ class EmbeddingTrainer(MLXTrainer):
             metrics["eval_loss"] = total / len(self.eval_rows)
         if self.evaluator is not None:
             scores = self.evaluator(self.model)
-            metrics.update({name if name.startswith("eval_") else f"eval_{name}": value for name, value in scores.items()})
+            metrics.update(
+                {name if name.startswith("eval_") else f"eval_{name}": value for name, value in scores.items()}
+            )
         self.model.train()
         metrics["eval_runtime"] = round(time.time() - start, 4)
         self.log(metrics)
