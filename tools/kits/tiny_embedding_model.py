@@ -76,11 +76,50 @@ def _qwen3_config() -> Dict[str, Any]:
     }
 
 
+def _xlm_roberta_config() -> Dict[str, Any]:
+    return {
+        **_bert_config(),
+        "model_type": "xlm-roberta",
+        "architectures": ["XLMRobertaModel"],
+        "type_vocab_size": 1,
+        "layer_norm_eps": 1e-5,
+        # Positions start after the pad id, as XLM-RoBERTa counts them.
+        "max_position_embeddings": 130,
+    }
+
+
+def _modernbert_config() -> Dict[str, Any]:
+    return {
+        "model_type": "modernbert",
+        "architectures": ["ModernBertModel"],
+        "vocab_size": 512,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 64,
+        "max_position_embeddings": 128,
+        "global_attn_every_n_layers": 2,
+        "local_attention": 16,
+        "norm_eps": 1e-5,
+        "hidden_activation": "gelu",
+        "pad_token_id": 0,
+        "bos_token_id": 2,
+        "eos_token_id": 3,
+        "cls_token_id": 2,
+        "sep_token_id": 3,
+        "torch_dtype": "float32",
+    }
+
+
 # Each row is the published model the notebooks train, at hidden size 32 and two layers.
 FAMILIES: Dict[str, TinyEmbeddingFamily] = {
     # all-MiniLM-L6-v2: BERT, mean pooling, normalized.
     "bert": TinyEmbeddingFamily(_bert_config(), "mean", "wordpiece", normalize=True),
     # Qwen3-Embedding: last-token pooling over left-padded rows, normalized, query prompt.
+    # BGE-M3: XLM-RoBERTa, CLS pooling, normalized.
+    "xlm-roberta": TinyEmbeddingFamily(_xlm_roberta_config(), "cls", "wordpiece", normalize=True),
+    # gte-modernbert-base: ModernBERT, CLS pooling, normalized; rows longer than its local window of 16.
+    "modernbert": TinyEmbeddingFamily(_modernbert_config(), "cls", "wordpiece", normalize=True),
     "qwen3": TinyEmbeddingFamily(
         _qwen3_config(), "lasttoken", "bpe", normalize=True, prompts={"query": "Instruct: search\nQuery: "}
     ),
@@ -133,7 +172,7 @@ def _write_weights(folder: Path, config: Dict[str, Any], seed: int) -> None:
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    module = importlib.import_module(f"mlx_embeddings.models.{config['model_type']}")
+    module = importlib.import_module(f"mlx_embeddings.models.{config['model_type'].replace('-', '_')}")
     mx.random.seed(seed)
     model = module.Model(module.ModelArgs.from_dict(config))
     weights = {}

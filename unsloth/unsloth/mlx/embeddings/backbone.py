@@ -22,6 +22,10 @@ def _bert_states(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     return model(input_ids, attention_mask=attention_mask).last_hidden_state
 
 
+def _modernbert_states(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+    return model.model(input_ids, attention_mask=attention_mask, return_dict=True)["last_hidden_state"]
+
+
 def _causal_padding_mask(attention_mask: Any, dtype: Any) -> Any:
     """Causal and padding masks as one additive mask with a finite floor, so a left-padded row's pad positions
     (which see no real token) stay finite instead of turning every later row to NaN, as -inf does."""
@@ -47,6 +51,8 @@ class Backbone:
 
 BACKBONES: Dict[str, Backbone] = {
     "bert": Backbone("encoder.layer", "", _bert_states),
+    "xlm-roberta": Backbone("encoder.layer", "", _bert_states),
+    "modernbert": Backbone("model.layers", "model.", _modernbert_states),
     "qwen3": Backbone("model.layers", "model.", _decoder_states),
 }
 
@@ -62,7 +68,8 @@ def backbone_for(model_type: str) -> Backbone:
 
 def _family_module(model_type: str) -> Any:
     try:
-        return importlib.import_module(f"mlx_embeddings.models.{model_type}")
+        # The Hub writes `xlm-roberta`; mlx-embeddings' module is `xlm_roberta`.
+        return importlib.import_module(f"mlx_embeddings.models.{model_type.replace('-', '_')}")
     except ImportError as error:
         raise ImportError(
             f"embedding models on MLX need mlx-embeddings ({PIN}; install it with `pip install --no-deps {PIN}`): "
