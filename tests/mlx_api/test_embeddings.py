@@ -87,6 +87,8 @@ def test_refusals_name_what_cannot_run(bert_folder, tmp_path) -> None:
         FastSentenceTransformer.get_peft_model(model, r=4, target_modules=["querry"])
     with pytest.raises(NotImplementedError, match="load_in_4bit"):
         FastSentenceTransformer.from_pretrained(str(bert_folder), load_in_4bit=True)
+    with pytest.raises(NotImplementedError, match="save_pretrained_gguf"):
+        model.save_pretrained_gguf(str(tmp_path / "gguf"))
     other = tmp_path / "mpnet"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"model_type": "mpnet"}))

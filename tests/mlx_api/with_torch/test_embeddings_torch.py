@@ -175,6 +175,39 @@ def test_notebook_cells_train_save_and_reload(folders: dict, family: str, tmp_pa
         assert cosines(reference(tmp_path / "merged").encode(TEXTS), after).min() >= 0.999
 
 
+def test_information_retrieval_evaluator_runs_during_training(folders: dict, tmp_path) -> None:
+    """The EmbeddingGemma notebook's evaluator cells: ST's evaluator on the MLX model, and as the trainer's."""
+    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer import losses
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+
+    rows = pair_rows()
+    evaluator = InformationRetrievalEvaluator(
+        queries=dict(enumerate(rows["anchor"])),
+        corpus=dict(enumerate(rows["positive"])),
+        relevant_docs={i: [i] for i in range(len(rows))},
+        show_progress_bar=False,
+        batch_size=4,
+    )
+    model = FastSentenceTransformer.from_pretrained(str(folders["qwen3"]))
+    ours = evaluator(model)
+    theirs = evaluator(reference(folders["qwen3"]))
+    key = next(name for name in theirs if name.endswith("ndcg@10"))
+    assert abs(ours[key] - theirs[key]) < 1e-4
+    model = FastSentenceTransformer.get_peft_model(model, r=4, target_modules=["q_proj", "v_proj"])
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        train_dataset=rows,
+        eval_dataset=rows,
+        loss=losses.MultipleNegativesRankingLoss(model),
+        evaluator=evaluator,
+        args=notebook_arguments(tmp_path, max_steps=2, eval_strategy="steps", eval_steps=1),
+    )
+    trainer.train()
+    evaluations = [entry for entry in trainer.state.log_history if "eval_loss" in entry]
+    assert len(evaluations) == 2 and all(f"eval_{key}" in entry for entry in evaluations)
+
+
 def test_full_finetuning_follows_sentence_transformers_trainer(folders: dict, tmp_path) -> None:
     """Every weight trained, one batch holding every row (so neither side's row order matters): step losses agree."""
     from sentence_transformers import SentenceTransformerTrainer

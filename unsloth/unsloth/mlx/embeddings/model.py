@@ -21,6 +21,9 @@ from .folder import FolderSpec
 from .pooling import normalize, pool
 
 SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
+# The prompt names ST's encode_query / encode_document look for, in its order.
+QUERY_PROMPTS = ("query",)
+DOCUMENT_PROMPTS = ("document", "passage", "corpus")
 
 
 def _as_numpy(value: Any) -> np.ndarray:
@@ -57,6 +60,16 @@ def similarity_scores(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
     raise ValueError(f"similarity_fn_name {name!r} is not one of {', '.join(SIMILARITIES)}")
 
 
+class EvaluationRecord:
+    """What ST's evaluators write to `model.model_card_data`: each evaluator's latest metrics, kept for reading."""
+
+    def __init__(self) -> None:
+        self.eval_results: Dict[str, Dict[str, Any]] = {}
+
+    def set_evaluation_metrics(self, evaluator: Any, metrics: Dict[str, Any], epoch: Any = 0, step: Any = 0) -> None:
+        self.eval_results[type(evaluator).__name__] = {**metrics, "epoch": epoch, "step": step}
+
+
 class SentenceEmbeddingModel(nn.Module):
     """What `FastSentenceTransformer.from_pretrained` returns: the MLX model behind an ST folder."""
 
@@ -74,6 +87,7 @@ class SentenceEmbeddingModel(nn.Module):
         object.__setattr__(self, "max_seq_length", spec.max_seq_length)
         object.__setattr__(self, "config", getattr(backbone, "config", None))
         object.__setattr__(self, "name_or_path", "")
+        object.__setattr__(self, "model_card_data", EvaluationRecord())
 
     @property
     def layers(self) -> List[Any]:
@@ -147,6 +161,7 @@ class SentenceEmbeddingModel(nn.Module):
         convert_to_tensor: bool = False,
         device: Any = None,
         normalize_embeddings: bool = False,
+        truncate_dim: Optional[int] = None,
         **kwargs: Any,
     ) -> Any:
         """ST's `encode`: embeddings of one sentence (1-D) or a list (2-D), numpy unless a tensor is asked for."""
@@ -163,11 +178,13 @@ class SentenceEmbeddingModel(nn.Module):
         chunks = []
         for start in range(0, len(texts), batch_size):
             vectors = self.embed([texts[i] for i in order[start : start + batch_size]], text_prompt)
+            if truncate_dim is not None:
+                vectors = vectors[:, :truncate_dim]
             if normalize_embeddings:
                 vectors = normalize(vectors)
             chunks.append(_as_numpy(vectors))
         self.train(was_training)
-        dim = self.get_sentence_embedding_dimension()
+        dim = truncate_dim or self.get_sentence_embedding_dimension()
         stacked = np.concatenate(chunks) if chunks else np.zeros((0, dim), np.float32)
         result = np.empty_like(stacked)
         result[order] = stacked
@@ -176,6 +193,19 @@ class SentenceEmbeddingModel(nn.Module):
         if convert_to_tensor:
             return _as_tensor(result)
         return result if convert_to_numpy else list(result)
+
+    def _named_prompt(self, names: Sequence[str], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        if kwargs.get("prompt_name") is None and kwargs.get("prompt") is None:
+            kwargs["prompt_name"] = next((name for name in names if name in self.prompts), None)
+        return kwargs
+
+    def encode_query(self, sentences: Union[str, Sequence[str]], **kwargs: Any) -> Any:
+        """ST's `encode_query`: `encode` with the folder's query prompt, when it has one."""
+        return self.encode(sentences, **self._named_prompt(QUERY_PROMPTS, kwargs))
+
+    def encode_document(self, sentences: Union[str, Sequence[str]], **kwargs: Any) -> Any:
+        """ST's `encode_document`: `encode` with the folder's document (passage, corpus) prompt, when it has one."""
+        return self.encode(sentences, **self._named_prompt(DOCUMENT_PROMPTS, kwargs))
 
     def similarity(self, a: Any, b: Any) -> Any:
         """ST's `similarity` under the folder's `similarity_fn_name`, as a tensor like its inputs."""

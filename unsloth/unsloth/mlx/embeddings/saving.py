@@ -171,6 +171,21 @@ def save_pretrained_merged(
     (tokenizer or model.tokenizer).save_pretrained(str(folder))
 
 
+NOT_YET = ("push_to_hub", "push_to_hub_merged", "save_pretrained_gguf", "push_to_hub_gguf")
+
+
+def _not_yet(name: str) -> Any:
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            f"{name} for an embedding model is not available on MLX yet; save_pretrained and "
+            "save_pretrained_merged write a folder sentence-transformers loads"
+        )
+
+    return refuse
+
+
 def attach_saving(model: Any) -> None:
     model.save_pretrained = MethodType(save_pretrained, model)
     model.save_pretrained_merged = MethodType(save_pretrained_merged, model)
+    for name in NOT_YET:
+        setattr(model, name, MethodType(_not_yet(name), model))
