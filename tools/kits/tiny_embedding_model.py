@@ -111,6 +111,37 @@ def _modernbert_config() -> Dict[str, Any]:
     }
 
 
+def _gemma3_config() -> Dict[str, Any]:
+    return {
+        "model_type": "gemma3_text",
+        "architectures": ["Gemma3TextModel"],
+        "vocab_size": 512,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 8,
+        "query_pre_attn_scalar": 8,
+        "rms_norm_eps": 1e-6,
+        # A window of 8, so the test rows run past it on the sliding layer.
+        "sliding_window": 8,
+        "sliding_window_pattern": 2,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0,
+        "max_position_embeddings": 128,
+        "use_bidirectional_attention": True,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "attn_logit_softcapping": None,
+        "final_logit_softcapping": None,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "bos_token_id": 2,
+        "torch_dtype": "float32",
+    }
+
+
 # Each row is the published model the notebooks train, at hidden size 32 and two layers.
 FAMILIES: Dict[str, TinyEmbeddingFamily] = {
     # all-MiniLM-L6-v2: BERT, mean pooling, normalized.
@@ -120,6 +151,15 @@ FAMILIES: Dict[str, TinyEmbeddingFamily] = {
     "xlm-roberta": TinyEmbeddingFamily(_xlm_roberta_config(), "cls", "wordpiece", normalize=True),
     # gte-modernbert-base: ModernBERT, CLS pooling, normalized; rows longer than its local window of 16.
     "modernbert": TinyEmbeddingFamily(_modernbert_config(), "cls", "wordpiece", normalize=True),
+    # EmbeddingGemma: bidirectional Gemma 3, mean pooling, two Dense layers (up 4x and back), query/document prompts.
+    "gemma3_text": TinyEmbeddingFamily(
+        _gemma3_config(),
+        "mean",
+        "bpe-right",
+        normalize=True,
+        dense=((32, 128, IDENTITY), (128, 32, IDENTITY)),
+        prompts=dict(PROMPTS),
+    ),
     "qwen3": TinyEmbeddingFamily(
         _qwen3_config(), "lasttoken", "bpe", normalize=True, prompts={"query": "Instruct: search\nQuery: "}
     ),
@@ -152,7 +192,7 @@ def _wordpiece_tokenizer(vocab_size: int) -> Any:
     )
 
 
-def _bpe_tokenizer(vocab_size: int) -> Any:
+def _bpe_tokenizer(vocab_size: int, padding_side: str = "left") -> Any:
     from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
@@ -164,7 +204,9 @@ def _bpe_tokenizer(vocab_size: int) -> Any:
     raw.post_processor = processors.TemplateProcessing(
         single=f"$A {EOS_TOKEN}", pair=f"$A {EOS_TOKEN} $B {EOS_TOKEN}", special_tokens=[(EOS_TOKEN, eos)]
     )
-    return PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, padding_side="left")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=raw, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, padding_side=padding_side
+    )
 
 
 def _write_weights(folder: Path, config: Dict[str, Any], seed: int) -> None:
@@ -175,6 +217,9 @@ def _write_weights(folder: Path, config: Dict[str, Any], seed: int) -> None:
     module = importlib.import_module(f"mlx_embeddings.models.{config['model_type'].replace('-', '_')}")
     mx.random.seed(seed)
     model = module.Model(module.ModelArgs.from_dict(config))
+    # Its own Dense layers (EmbeddingGemma's) live in the ST folder's N_Dense folders instead.
+    if "dense" in model:
+        del model["dense"]
     weights = {}
     for name, value in tree_flatten(model.parameters()):
         # mlx-embeddings nests decoder backbones under `model.`; the Hub's bare model has no such prefix.
@@ -233,7 +278,10 @@ def build_tiny_embedding_model(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     vocab = row.config["vocab_size"]
-    tokenizer = _wordpiece_tokenizer(vocab) if row.tokenizer == "wordpiece" else _bpe_tokenizer(vocab)
+    if row.tokenizer == "wordpiece":
+        tokenizer = _wordpiece_tokenizer(vocab)
+    else:
+        tokenizer = _bpe_tokenizer(vocab, "right" if row.tokenizer == "bpe-right" else "left")
     tokenizer.model_max_length = max_seq_length
     tokenizer.save_pretrained(str(folder))
     (folder / "config.json").write_text(json.dumps(row.config, indent=2) + "\n", encoding="utf-8")

@@ -19,6 +19,7 @@ NOTEBOOK_TARGETS = {
     "xlm-roberta": ["key", "query", "dense", "value"],
     "modernbert": ["Wi", "Wo", "Wqkv"],
     "qwen3": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "gemma3_text": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 }
 # Lengths that differ a lot, so rows are padded (left for Qwen3, right for BERT) inside one batch.
 TEXTS = [

@@ -12,7 +12,7 @@ import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 PIN = "mlx-embeddings==0.1.0"
 TokenStates = Callable[[Any, Any, Any], Any]
@@ -42,11 +42,33 @@ def _decoder_states(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     return model.model(input_ids, attention_mask=_causal_padding_mask(attention_mask, dtype))
 
 
+def _gemma3_states(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+    """EmbeddingGemma as transformers runs it with `use_bidirectional_attention`: a full layer sees the whole row, a
+    sliding layer the positions within half its window on each side (mlx-embeddings gives every layer the row)."""
+    import mlx.core as mx
+
+    inner = model.model
+    states = inner.embed_tokens(input_ids)
+    states = states * mx.array(inner.config.hidden_size**0.5, states.dtype)
+    floor = mx.array(mx.finfo(states.dtype).min, states.dtype)
+    keep = attention_mask.astype(mx.bool_)[:, None, None, :]
+    positions = mx.arange(input_ids.shape[1])
+    # transformers splits a bidirectional layer's window between both sides: |i - j| <= sliding_window // 2.
+    near = mx.abs(positions[:, None] - positions[None, :]) <= inner.config.sliding_window // 2
+    whole = mx.where(keep, mx.array(0.0, states.dtype), floor)
+    window = mx.where(keep & near[None, None], mx.array(0.0, states.dtype), floor)
+    for layer in inner.layers:
+        states = layer(states, window if layer.self_attn.is_sliding else whole, None)
+    return inner.norm(states)
+
+
 @dataclass(frozen=True)
 class Backbone:
     blocks: str  # the attribute path of the transformer blocks, which LoRA walks
     prefix: str  # what mlx-embeddings puts before the bare Hub model's weight names
     token_states: TokenStates
+    # Children of mlx-embeddings' model that the ST folder keeps elsewhere (EmbeddingGemma's Dense layers).
+    dropped: Tuple[str, ...] = ()
 
 
 BACKBONES: Dict[str, Backbone] = {
@@ -54,6 +76,7 @@ BACKBONES: Dict[str, Backbone] = {
     "xlm-roberta": Backbone("encoder.layer", "", _bert_states),
     "modernbert": Backbone("model.layers", "model.", _modernbert_states),
     "qwen3": Backbone("model.layers", "model.", _decoder_states),
+    "gemma3_text": Backbone("model.layers", "model.", _gemma3_states, dropped=("dense",)),
 }
 
 
@@ -88,9 +111,11 @@ def load_backbone(folder: Path, config: Dict[str, Any], dtype: Optional[Any] = N
     """mlx-embeddings' model for `config` with the folder's weights (all of them: a missing one is an error)."""
     import mlx.core as mx
 
-    backbone_for(config["model_type"])
+    family = backbone_for(config["model_type"])
     module = _family_module(config["model_type"])
     model = module.Model(module.ModelArgs.from_dict(config))
+    for name in family.dropped:
+        delattr(model, name)
     weights: Dict[str, Any] = {}
     for path in _weight_files(folder):
         weights.update(mx.load(str(path)))
