@@ -18,6 +18,7 @@ import mlx.core as mx
 from unsloth_zoo.mlx.loading import resolve_model_folder
 from unsloth_zoo.mlx.lora import FULL_FINETUNING_ATTRIBUTE, apply_lora
 
+from ..models.methods import apply_model_habits
 from ..models.keywords import (
     LOAD_DEFAULT_ONLY,
     LOAD_INERT,
@@ -87,6 +88,8 @@ class FastSentenceTransformer:
         if full_finetuning:
             model.unfreeze()
         attach_saving(model)
+        # torch's manners (`.dtype`, `parameters()` that iterate, `.to()`), as every loaded model gets them.
+        apply_model_habits(model)
         model.eval()
         return model
 
