@@ -91,15 +91,34 @@ def test_mnrl_equals_sentence_transformers(folders: dict, columns: int, settings
     assert abs(ours - expected) < 1e-5
 
 
-def test_losses_sentence_transformers_has_are_run_or_refused_by_name(folders: dict) -> None:
+@pytest.mark.parametrize(
+    "build, columns",
+    [
+        (lambda losses, model: losses.CoSENTLoss(model), 2),
+        (lambda losses, model: losses.CoSENTLoss(model, scale=7.0), 2),
+        (lambda losses, model: losses.TripletLoss(model), 3),
+        (lambda losses, model: losses.TripletLoss(model, losses.TripletDistanceMetric.COSINE, 0.3), 3),
+        (lambda losses, model: losses.TripletLoss(model, losses.TripletDistanceMetric.MANHATTAN, 1.0), 3),
+    ],
+    ids=["cosent", "cosent-scale", "triplet", "triplet-cosine", "triplet-manhattan"],
+)
+def test_cosent_and_triplet_equal_sentence_transformers(folders: dict, build, columns: int) -> None:
+    import mlx.core as mx
+    import torch
     from sentence_transformers.sentence_transformer import losses
 
     from unsloth.mlx.embeddings.losses import embedding_loss
 
     model = FastSentenceTransformer.from_pretrained(str(folders["bert"]))
-    for loss in (losses.CoSENTLoss(model), losses.TripletLoss(model)):
-        with pytest.raises(NotImplementedError, match=type(loss).__name__):
-            embedding_loss(loss)
+    st_loss = build(losses, model)
+    embeddings = mnrl_embeddings(columns)
+    # Tied labels included: CoSENT orders only pairs whose labels differ.
+    labels = np.array([0.1, 0.9, 0.5, 0.5, 0.0, 1.0], dtype=np.float32)
+    expected = st_loss.compute_loss_from_embeddings(
+        [torch.from_numpy(e) for e in embeddings], torch.from_numpy(labels)
+    ).item()
+    ours = embedding_loss(st_loss)([mx.array(e) for e in embeddings], mx.array(labels)).item()
+    assert abs(ours - expected) < 1e-5 * max(1.0, abs(expected))
 
 
 def pair_rows(count: int = 8):
@@ -174,6 +193,21 @@ def test_notebook_cells_train_save_and_reload(folders: dict, family: str, tmp_pa
     if family == "bert":
         model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer=model.tokenizer, save_method="merged_16bit")
         assert cosines(reference(tmp_path / "merged").encode(TEXTS), after).min() >= 0.999
+
+
+def test_cosent_trains_on_a_score_column(folders: dict, tmp_path) -> None:
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer import losses
+
+    rows = pair_rows().add_column("score", [i / 8 for i in range(8)])
+    model = FastSentenceTransformer.from_pretrained(str(folders["bert"]), full_finetuning=True)
+    trainer = SentenceTransformerTrainer(
+        model=model, train_dataset=rows, loss=losses.CoSENTLoss(model), args=notebook_arguments(tmp_path, max_steps=2)
+    )
+    assert trainer.train().global_step == 2
+    assert isinstance(rows, Dataset) and trainer.train_rows.columns == ["anchor", "positive"]
+    assert all(np.isfinite(entry["loss"]) for entry in trainer.state.log_history if "loss" in entry)
 
 
 def test_information_retrieval_evaluator_runs_during_training(folders: dict, tmp_path) -> None:

@@ -19,8 +19,6 @@ REFUSED = {
     # Its gradient cache is a CUDA memory trick over the same loss; MultipleNegativesRankingLoss gives its values.
     "CachedMultipleNegativesRankingLoss": "use MultipleNegativesRankingLoss, which computes the same loss whole",
     "MatryoshkaLoss": "its truncated-dimension passes are not implemented on MLX yet",
-    "CoSENTLoss": "it is not implemented on MLX yet; MultipleNegativesRankingLoss is",
-    "TripletLoss": "it is not implemented on MLX yet; MultipleNegativesRankingLoss with a negative column is",
     "GISTEmbedLoss": "it needs a second (guide) model, which the MLX trainer does not run",
     "CachedGISTEmbedLoss": "it needs a second (guide) model, which the MLX trainer does not run",
 }
@@ -75,6 +73,77 @@ class RankingLoss:
         return -(positive - log_z).mean()
 
 
+def pairwise_cosine(a: mx.array, b: mx.array) -> mx.array:
+    a = a / mx.maximum(mx.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
+    b = b / mx.maximum(mx.linalg.norm(b, axis=-1, keepdims=True), 1e-12)
+    return (a * b).sum(axis=-1)
+
+
+def pairwise_dot(a: mx.array, b: mx.array) -> mx.array:
+    return (a * b).sum(axis=-1)
+
+
+PAIRWISE = {"pairwise_cos_sim": pairwise_cosine, "pairwise_dot_score": pairwise_dot}
+# TripletLoss's distances, by the name of the TripletDistanceMetric member the loss holds.
+DISTANCES = {
+    "COSINE": lambda a, b: 1 - pairwise_cosine(a, b),
+    "EUCLIDEAN": lambda a, b: mx.sqrt(((a - b) ** 2).sum(axis=-1)),
+    "MANHATTAN": lambda a, b: mx.abs(a - b).sum(axis=-1),
+}
+
+
+@dataclass(frozen=True)
+class CoSENT:
+    """CoSENTLoss: log(1 + sum of exp(s_i - s_j)) over pairs whose label i is below label j, s scaled."""
+
+    scale: float = 20.0
+    similarity: Callable[[mx.array, mx.array], mx.array] = pairwise_cosine
+
+    def __call__(self, embeddings: List[mx.array], labels: Optional[mx.array] = None) -> mx.array:
+        if labels is None:
+            raise ValueError("CoSENTLoss needs a `label` or `score` column")
+        scores = self.similarity(embeddings[0], embeddings[1]) * self.scale
+        labels = labels.reshape(-1).astype(mx.float32)
+        lower = labels[:, None] < labels[None, :]
+        gaps = mx.where(lower, scores[:, None] - scores[None, :], mx.array(-mx.inf, scores.dtype)).reshape(-1)
+        return mx.logsumexp(mx.concatenate([mx.zeros((1,), scores.dtype), gaps]), axis=0)
+
+
+@dataclass(frozen=True)
+class Triplet:
+    """TripletLoss: relu(d(anchor, positive) - d(anchor, negative) + margin), averaged."""
+
+    distance: Callable[[mx.array, mx.array], mx.array]
+    margin: float = 5.0
+
+    def __call__(self, embeddings: List[mx.array], labels: Optional[mx.array] = None) -> mx.array:
+        anchor, positive, negative = embeddings
+        return mx.maximum(self.distance(anchor, positive) - self.distance(anchor, negative) + self.margin, 0).mean()
+
+
+def _pairwise_name(loss: Any) -> str:
+    name = getattr(loss.similarity_fct, "__name__", str(loss.similarity_fct))
+    if name not in PAIRWISE:
+        raise NotImplementedError(f"CoSENTLoss(similarity_fct={name}) is not supported on MLX ({', '.join(PAIRWISE)})")
+    return name
+
+
+def _cosent_loss(loss: Any) -> CoSENT:
+    return CoSENT(scale=float(loss.scale), similarity=PAIRWISE[_pairwise_name(loss)])
+
+
+def _triplet_loss(loss: Any) -> Triplet:
+    import importlib
+
+    metrics = importlib.import_module(type(loss).__module__).TripletDistanceMetric
+    name = next((member for member in DISTANCES if getattr(metrics, member, None) is loss.distance_metric), None)
+    if name is None:
+        raise NotImplementedError(
+            "TripletLoss with its own distance_metric is not supported on MLX (COSINE, EUCLIDEAN, MANHATTAN)"
+        )
+    return Triplet(DISTANCES[name], float(loss.triplet_margin))
+
+
 def _similarity_name(loss: Any) -> str:
     function = getattr(loss, "similarity_fct", None)
     name = getattr(function, "__name__", str(function))
@@ -99,15 +168,19 @@ def _ranking_loss(loss: Any) -> RankingLoss:
     )
 
 
-LOSSES: Dict[str, Callable[[Any], Callable[..., mx.array]]] = {"MultipleNegativesRankingLoss": _ranking_loss}
+LOSSES: Dict[str, Callable[[Any], Callable[..., mx.array]]] = {
+    "MultipleNegativesRankingLoss": _ranking_loss,
+    "CoSENTLoss": _cosent_loss,
+    "TripletLoss": _triplet_loss,
+}
 
 
 def embedding_loss(loss: Any) -> Callable[..., mx.array]:
     """The MLX loss for a sentence-transformers loss object."""
     if loss is None:
         raise NotImplementedError(
-            "SentenceTransformerTrainer without loss= trains with CoSENTLoss, which is not implemented on MLX yet; "
-            "pass loss=losses.MultipleNegativesRankingLoss(model)"
+            "SentenceTransformerTrainer without loss= builds CoSENTLoss from a torch model; pass "
+            "loss=losses.CoSENTLoss(model) or losses.MultipleNegativesRankingLoss(model) with the MLX model"
         )
     if isinstance(loss, dict):
         raise NotImplementedError("a dict of losses (one per dataset) is not supported by the MLX trainer")
