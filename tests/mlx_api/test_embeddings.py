@@ -137,6 +137,16 @@ def test_adapters_are_saved_in_peft_layout(bert_folder, tmp_path) -> None:
     weights = mx.load(str(tmp_path / "lora" / "adapter_model.safetensors"))
     assert weights["base_model.model.encoder.layer.0.attention.self.query.lora_A.weight"].shape == (4, 32)
     assert weights["base_model.model.encoder.layer.0.attention.self.query.lora_B.weight"].shape == (32, 4)
+    # The notebook's reload cell: the adapter folder loads as its base with the adapters on top.
+    model.update(
+        {"backbone": {"encoder": {"layer": [{"attention": {"self": {"query": {"lora_b": mx.ones((4, 32))}}}}] * 2}}}
+    )
+    model.save_pretrained(str(tmp_path / "lora"))
+    reloaded = FastSentenceTransformer.from_pretrained(str(tmp_path / "lora"))
+    assert np.allclose(reloaded.encode(TEXTS), model.encode(TEXTS), atol=1e-5)
+    assert not np.allclose(
+        reloaded.encode(TEXTS), FastSentenceTransformer.from_pretrained(str(bert_folder)).encode(TEXTS)
+    )
     modules = json.loads((tmp_path / "lora" / "modules.json").read_text())
     assert [entry["path"] for entry in modules] == ["", "1_Pooling", "2_Normalize"]
     assert not (tmp_path / "lora" / "config.json").exists()

@@ -26,6 +26,7 @@ from ..models.keywords import (
     PEFT_INERT,
     check_keywords,
 )
+from .adapters import is_adapter_folder, load_adapter, read_adapter_config
 from .backbone import backbone_for, load_backbone, read_config
 from .folder import read_folder
 from .pooling import load_dense
@@ -70,6 +71,12 @@ class FastSentenceTransformer:
         check_keywords(f"{OWNER}.from_pretrained", kwargs, LOAD_INERT, LOAD_DEFAULT_ONLY, LOAD_USED)
         _refuse_quantized(kwargs)
         folder = resolve_model_folder(model_name, kwargs.get("token"), kwargs.get("revision"))
+        if is_adapter_folder(folder):
+            # A folder save_pretrained wrote for a LoRA model: its base, then the adapters on top.
+            base = read_adapter_config(folder)["base_model_name_or_path"]
+            model = FastSentenceTransformer.from_pretrained(base, max_seq_length, full_finetuning, dtype, **kwargs)
+            load_adapter(model, folder)
+            return model
         config = read_config(folder)
         family = backbone_for(config["model_type"])
         spec = read_folder(folder)
