@@ -86,9 +86,10 @@ class FastSentenceTransformer:
         from transformers import AutoTokenizer
 
         object.__setattr__(model, "tokenizer", AutoTokenizer.from_pretrained(str(folder)))
-        limit = max_seq_length or spec.max_seq_length or getattr(model.tokenizer, "model_max_length", None)
         positions = config.get("max_position_embeddings")
-        object.__setattr__(model, "max_seq_length", min(int(limit), int(positions)) if positions else int(limit))
+        asked = max_seq_length or spec.max_seq_length or getattr(model.tokenizer, "model_max_length", None)
+        limit = int(asked or positions or 512)
+        object.__setattr__(model, "max_seq_length", min(limit, int(positions)) if positions else limit)
         object.__setattr__(model, "name_or_path", str(folder))
         object.__setattr__(model, "model_name", str(model_name))
         setattr(model, FULL_FINETUNING_ATTRIBUTE, bool(full_finetuning))

@@ -105,7 +105,7 @@ def read_folder(folder: Path) -> FolderSpec:
     """The folder's modules and settings; a bare Hugging Face folder gets mean pooling, as ST gives it."""
     bert_config = _read_json(folder / "sentence_bert_config.json")
     settings = _read_json(folder / "config_sentence_transformers.json")
-    common = dict(
+    common: Dict[str, Any] = dict(
         max_seq_length=bert_config.get("max_seq_length"),
         do_lower_case=bool(bert_config.get("do_lower_case", False)),
         prompts=dict(settings.get("prompts") or {}),

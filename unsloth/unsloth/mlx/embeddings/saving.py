@@ -59,6 +59,8 @@ def _base_weights(model: Any) -> Dict[str, mx.array]:
 def peft_adapter(model: Any) -> Tuple[Dict[str, Any], Dict[str, mx.array]]:
     """PEFT's adapter_config.json and adapter weights (lora_A: r x in, lora_B: out x r) under Hub names."""
     settings = lora_settings(model)
+    if settings is None:
+        raise ValueError("this model has no LoRA adapters to save in PEFT's layout")
     model_type = model.config.model_type
     weights: Dict[str, mx.array] = {}
     targets = []

@@ -10,7 +10,7 @@ with its prompt, and the loss is the notebook's sentence-transformers loss compu
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -69,7 +69,9 @@ def no_duplicate_batches(rows: EmbeddingRows, batch_size: int, seed: int, epoch:
     waiting = list(np.random.default_rng((seed, epoch)).permutation(len(rows)))
     batches = []
     while waiting:
-        batch, seen, later = [], set(), []
+        batch: List[int] = []
+        seen: Set[str] = set()
+        later: List[int] = []
         for index in waiting:
             texts = {rows.texts[name][index] for name in rows.columns}
             if len(batch) < batch_size and not texts & seen:
@@ -117,6 +119,9 @@ def embedding_arguments(args: Any, model: Any) -> Tuple[Any, Dict[str, Any]]:
 
 
 class EmbeddingTrainer(MLXTrainer):
+    # Rows of texts (EmbeddingRows), where the base trainer holds token rows.
+    train_rows: Any
+    eval_rows: Any
     # The zoo's memory check measures a causal-LM pass, which this trainer's step is not.
     probes_causal_lm = False
 
