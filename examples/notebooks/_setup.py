@@ -152,3 +152,39 @@ def write_llava_mix(folder: Path, side: int, rows: int) -> str:
     path = folder / "llava_instruct_mix_vsft_mini.parquet"
     Dataset.from_dict(data, features=features).to_parquet(str(path))
     return str(path)
+
+
+def prepare_embeddings(repositories: Dict[str, str], rows: int = 64) -> Dict[str, str]:
+    """Switch MLX on, put the tiny embedding model of each named family (`tools/kits/tiny_embedding_model.py`) under
+    its Hub id, move into a scratch folder and write the embedding datasets as JSONL: {dataset id: local path}."""
+    import json
+
+    os.environ.setdefault("UNSLOTH_MLX", "1")
+    scratch = Path(os.environ.get("NOTEBOOK_WORKDIR") or tempfile.mkdtemp(prefix="notebook-"))
+    os.environ["HF_HOME"] = str(scratch / "hf-home")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))
+    from tools.kits.notebook_cache import FACTS, REVISION
+    from tools.kits.tiny_embedding_model import build_tiny_embedding_model
+
+    for repo_id, family in repositories.items():
+        organisation, name = repo_id.split("/")
+        repository = scratch / "hf-home" / "hub" / f"models--{organisation}--{name}"
+        build_tiny_embedding_model(repository / "snapshots" / REVISION, family)
+        (repository / "refs").mkdir(parents=True, exist_ok=True)
+        (repository / "refs" / "main").write_text(REVISION, encoding="utf-8")
+    folder = scratch / "data"
+    folder.mkdir(parents=True, exist_ok=True)
+    facts = [(f"{question} ({i})", f"{answer} ({i})") for i, (question, answer) in enumerate(FACTS * (rows // 8))]
+    files = {
+        "sentence-transformers/all-nli": [{"anchor": q, "positive": a} for q, a in facts],
+        "tomaarsen/miriad-4.4M-split": [{"question": q, "passage_text": a} for q, a in facts],
+    }
+    paths = {}
+    for dataset_id, records in files.items():
+        path = folder / f"{dataset_id.split('/')[1]}.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in records), encoding="utf-8")
+        paths[dataset_id] = str(path)
+    os.chdir(scratch)
+    return paths

@@ -48,6 +48,7 @@ FROM_UNSLOTH = [
     "apply_chat_template",
     "PatchDPOTrainer",
     "PatchFastRL",
+    "FastSentenceTransformer",
 ]
 FROM_MODULES = {
     "unsloth.chat_templates": [

@@ -58,6 +58,7 @@ _MLX_EXPORTS = {
     "RawTextDataLoader": "unsloth.mlx.training.raw_text",
     "TextPreprocessor": "unsloth.mlx.training.raw_text",
     "FastVisionModel": "unsloth.mlx.vision.model",
+    "FastSentenceTransformer": "unsloth.mlx",
     "UnslothVisionDataCollator": "unsloth.mlx.vision.model",
     "PatchDPOTrainer": "unsloth.mlx",
     "PatchFastRL": "unsloth.mlx",

@@ -47,6 +47,7 @@ _PUBLIC = {
     "RawTextDataLoader": "training.raw_text",
     "TextPreprocessor": "training.raw_text",
     "FastVisionModel": "vision.model",
+    "FastSentenceTransformer": "embeddings.fast_sentence_transformer",
     "UnslothVisionDataCollator": "vision.model",
     "PatchDPOTrainer": "rl.patches",
     "PatchFastRL": "rl.patches",

@@ -56,6 +56,10 @@ def _route_trainers(module: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.transformers_trainer").route_trainers(module)
 
 
+def _route_sentence_transformers(module: ModuleType) -> None:
+    importlib.import_module("unsloth.mlx.compat.sentence_transformers_trainer").route_sentence_transformers(module)
+
+
 def _register_torch_habits(methods: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.torch_habits")
 
@@ -91,6 +95,9 @@ def install_shims() -> None:
     # transformers' Trainer given an MLX model: the real class with torch, its placeholder without.
     hooks.after_import("transformers.trainer", _route_trainers)
     hooks.after_import("transformers.utils.dummy_pt_objects", _route_trainers)
+    # sentence-transformers' trainer given an MLX embedding model (6.x's module, then the older one).
+    for name in ("sentence_transformers.sentence_transformer.trainer", "sentence_transformers.trainer"):
+        hooks.after_import(name, _route_sentence_transformers)
     # Every model loaded from here on answers torch's `parameters()`, `.dtype` and `.to()` (compat.torch_habits).
     hooks.after_import("unsloth.mlx.models.methods", _register_torch_habits)
     # The QAT notebooks' convert cell: torchao's `quantize_` and `QATConfig`, a stand-in when torchao is absent.

@@ -297,7 +297,8 @@ def scouted(probe: Probe, budget: int) -> Probe:
 def check_memory_fits(trainer: Any) -> None:
     """Raise `MemoryBudgetExceeded` on every rank when this rank's first step would not fit; otherwise nothing."""
     # A vision model's step needs its images, which the probe's text-only batch cannot give, so it is not measured.
-    if not guard_enabled() or hasattr(trainer.model, "vision_tower"):
+    # An embedding trainer's step is no causal-LM pass either, so it says so (`probes_causal_lm = False`).
+    if not guard_enabled() or hasattr(trainer.model, "vision_tower") or not getattr(trainer, "probes_causal_lm", True):
         return
     world = trainer.world
     failure: Optional[BaseException] = None

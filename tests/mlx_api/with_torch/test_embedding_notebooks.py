@@ -1,0 +1,28 @@
+"""Issue 48: the all-MiniLM-L6-v2 and EmbeddingGemma notebooks' calls, in their order, cell by cell
+(examples/notebooks/, run by tools/run_cells.py), each on a tiny sentence-transformers folder of its family under
+its Hub id: every cell runs, the trainer logs its loss and the evaluator its metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .test_published_notebooks import _run
+
+CELL_COUNTS = {"all_minilm_l6_v2": 13, "embeddinggemma": 11}
+PRINTED = {
+    "all_minilm_l6_v2": ("'loss'", "Post-Training Results"),
+    "embeddinggemma": ("'loss'", "'eval_loss'", "ndcg@10"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CELL_COUNTS))
+def test_every_cell_runs(name: str, tmp_path: Path) -> None:
+    result, cells = _run(name, tmp_path)
+    assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
+    failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
+    assert not failed, (failed, result.stderr[-3000:])
+    assert "Traceback" not in result.stderr
+    assert all(text in result.stdout for text in PRINTED[name]), result.stdout[-3000:]

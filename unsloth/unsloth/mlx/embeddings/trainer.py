@@ -1,0 +1,237 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""`EmbeddingTrainer`: the MLX trainer behind sentence-transformers' `SentenceTransformerTrainer`.
+
+It is the zoo's `MLXTrainer` (optimizer, schedule, clipping, callbacks, logging, checkpoints) with the rows and the
+step an embedding loss needs: each row is a tuple of texts (anchor, positive, negatives...), each column embedded
+with its prompt, and the loss is the notebook's sentence-transformers loss computed in MLX (`losses.py`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+from mlx.utils import tree_map
+
+from unsloth_zoo.mlx.callbacks import CallbackHandler, FlowCallback, TrainerControl, TrainerState
+from unsloth_zoo.mlx.distributed import current_world
+from unsloth_zoo.mlx.lora import warn_if_training_without_lora
+from unsloth_zoo.mlx.trainer import MLXTrainer
+
+from ..training.arguments import foreign_keywords, trainer_arguments
+from .losses import embedding_loss
+
+# Columns sentence-transformers reads as the label, never as text.
+LABEL_COLUMNS = ("label", "score")
+# SentenceTransformerTrainingArguments' own fields, read here rather than by the MLX arguments.
+ST_FIELDS = ("batch_sampler", "multi_dataset_batch_sampler", "prompts", "router_mapping", "learning_rate_mapping")
+SAMPLERS = ("batch_sampler", "no_duplicates")
+# SentenceTransformerTrainer keywords the MLX trainer cannot honour, refused by name when set.
+UNSUPPORTED_KEYWORDS = (
+    "model_init",
+    "compute_metrics",
+    "optimizers",
+    "optimizer_cls_and_kwargs",
+    "preprocess_logits_for_metrics",
+    "data_collator",
+)
+
+
+class EmbeddingRows:
+    """A dataset's text columns (in its order) and label column, as ST reads them."""
+
+    def __init__(self, dataset: Any, owner: str = "train_dataset") -> None:
+        if isinstance(dataset, dict):
+            raise NotImplementedError(f"{owner} as a dict of datasets is not supported by the MLX trainer")
+        names = list(dataset.column_names)
+        self.columns = [name for name in names if name not in LABEL_COLUMNS]
+        self.label = next((name for name in names if name in LABEL_COLUMNS), None)
+        self.texts = {name: list(dataset[name]) for name in self.columns}
+        self.labels = None if self.label is None else np.asarray(dataset[self.label], dtype=np.float32)
+        # MLXTrainer's plans count rows through `lengths`.
+        self.lengths = np.ones(len(self), dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.texts[self.columns[0]]) if self.columns else 0
+
+    def batch(self, indices: np.ndarray) -> Tuple[List[List[str]], Optional[mx.array]]:
+        columns = [[self.texts[name][i] for i in indices] for name in self.columns]
+        labels = None if self.labels is None else mx.array(self.labels[indices])
+        return columns, labels
+
+
+def no_duplicate_batches(rows: EmbeddingRows, batch_size: int, seed: int, epoch: int) -> List[np.ndarray]:
+    """ST's NO_DUPLICATES idea: seeded order, and a row whose text is already in the batch waits for a later one."""
+    waiting = list(np.random.default_rng((seed, epoch)).permutation(len(rows)))
+    batches = []
+    while waiting:
+        batch: List[int] = []
+        seen: Set[str] = set()
+        later: List[int] = []
+        for index in waiting:
+            texts = {rows.texts[name][index] for name in rows.columns}
+            if len(batch) < batch_size and not texts & seen:
+                batch.append(index)
+                seen |= texts
+            else:
+                later.append(index)
+        batches.append(np.array(batch))
+        waiting = later
+    return batches
+
+
+def _column_prompts(prompts: Any, columns: List[str]) -> List[str]:
+    if prompts is None:
+        return [""] * len(columns)
+    if isinstance(prompts, str):
+        return [prompts] * len(columns)
+    if any(isinstance(value, dict) for value in prompts.values()):
+        raise NotImplementedError("prompts per dataset (a nested dict) are not supported by the MLX trainer")
+    return [prompts.get(name, "") for name in columns]
+
+
+def embedding_arguments(args: Any, model: Any) -> Tuple[Any, Dict[str, Any]]:
+    """The MLX trainer's arguments from SentenceTransformerTrainingArguments, and ST's own fields beside them."""
+    if args is None:
+        keywords: Dict[str, Any] = {"output_dir": "checkpoints/model"}
+    elif isinstance(args, dict):
+        keywords = dict(args)
+    else:
+        keywords = foreign_keywords(args)
+    own = {name: keywords.pop(name) for name in ST_FIELDS if name in keywords}
+    # Transformers 5 leaves warmup_ratio None (a fractional warmup_steps replaced it); None means no ratio.
+    if keywords.get("warmup_ratio") is None:
+        keywords.pop("warmup_ratio", None)
+    for name in ("router_mapping", "learning_rate_mapping"):
+        if own.get(name):
+            raise NotImplementedError(f"SentenceTransformerTrainingArguments({name}=...) is not supported on MLX")
+    sampler = str(getattr(own.get("batch_sampler"), "value", own.get("batch_sampler") or "batch_sampler"))
+    if sampler not in SAMPLERS:
+        raise NotImplementedError(
+            f"batch_sampler={sampler!r} is not supported on MLX (supported: {', '.join(SAMPLERS)})"
+        )
+    own["batch_sampler"] = sampler
+    return trainer_arguments(keywords, {}, model), own
+
+
+class EmbeddingTrainer(MLXTrainer):
+    # Rows of texts (EmbeddingRows), where the base trainer holds token rows.
+    train_rows: Any
+    eval_rows: Any
+    # The zoo's memory check measures a causal-LM pass, which this trainer's step is not.
+    probes_causal_lm = False
+
+    def __init__(
+        self,
+        model: Any = None,
+        args: Any = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        loss: Any = None,
+        evaluator: Any = None,
+        callbacks: Optional[List[Any]] = None,
+        **kwargs: Any,
+    ) -> None:
+        set_keywords = sorted(name for name in UNSUPPORTED_KEYWORDS if kwargs.pop(name, None) is not None)
+        if set_keywords:
+            raise NotImplementedError(f"SentenceTransformerTrainer on MLX does not support {', '.join(set_keywords)}")
+        kwargs.pop("tokenizer", None), kwargs.pop("processing_class", None), kwargs.pop("model_card_data", None)
+        if kwargs:
+            raise NotImplementedError(f"SentenceTransformerTrainer on MLX does not support {', '.join(sorted(kwargs))}")
+        if train_dataset is None:
+            raise ValueError("SentenceTransformerTrainer on MLX needs a train_dataset")
+        warn_if_training_without_lora(model, "SentenceTransformerTrainer")
+        # Built before anything is set, so a refused loss leaves no half-made trainer.
+        self.loss_function = embedding_loss(loss)
+        self.loss = loss
+        self.args, settings = embedding_arguments(args, model)
+        self.sampler = settings["batch_sampler"]
+        self.model = model
+        self.world = current_world()
+        self.tokenizer = model.tokenizer
+        self.train_rows = EmbeddingRows(train_dataset)
+        self.eval_rows = None if eval_dataset is None else EmbeddingRows(eval_dataset, "eval_dataset")
+        self.train_dataset, self.eval_dataset, self.evaluator = train_dataset, eval_dataset, evaluator
+        self.prompts = _column_prompts(settings.get("prompts"), self.train_rows.columns)
+        if (self.eval_rows or evaluator is not None) and self.args.eval_strategy == "no":
+            if getattr(self.args, "eval_strategy_unset", False):
+                self.args.eval_strategy = "steps"
+        self.pad_id = 0
+        self.optimizer: Any = None
+        self.state = self._rank_state(TrainerState())
+        self.control = TrainerControl()
+        from ..training.trainer import _progress_callbacks
+
+        handlers = [FlowCallback, *_progress_callbacks(self.args), *(callbacks or [])]
+        self.callback_handler = CallbackHandler(handlers, model, self.tokenizer)
+        self.control = self._fire("on_init_end")
+
+    def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
+        size, seed = self.global_train_batch_size, self.args.seed
+        if self.sampler == "no_duplicates":
+            return no_duplicate_batches(self.train_rows, size, seed, epoch)
+        order = np.random.default_rng((seed, epoch)).permutation(len(self.train_rows))
+        return [order[start : start + size] for start in range(0, len(order), size)]
+
+    def compute_loss(self, model: Any, columns: List[List[str]], labels: Optional[mx.array]) -> mx.array:
+        embeddings = [model.embed(texts, prompt) for texts, prompt in zip(columns, self.prompts)]
+        return self.loss_function(embeddings, labels)
+
+    def _build_step_functions(self) -> None:
+        model, optimizer = self.model, self.optimizer
+        self._loss_and_grad = nn.value_and_grad(model, self.compute_loss)
+
+        def apply_update(grads: Any) -> mx.array:
+            optimizer.update(model, grads)
+            return optimizer.step
+
+        self._apply_update = apply_update
+
+    def _gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
+        """The step's loss and gradients: each micro-batch's mean loss, averaged over the micro-batches."""
+        self._fire("on_step_begin")
+        mx.random.seed(self.args.seed + self.state.global_step)
+        grads, step_loss = None, mx.array(0.0)
+        for position, indices in enumerate(group):
+            columns, labels = self.train_rows.batch(indices)
+            loss, micro_grads = self._loss_and_grad(self.model, columns, labels)
+            grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
+            step_loss = step_loss + loss
+            self._samples_seen += len(indices)
+            mx.eval(grads, step_loss)
+            if position < len(group) - 1:
+                self._fire("on_substep_end")
+        count = len(group)
+        if count > 1:
+            grads = tree_map(lambda g: g / count, grads)
+        return grads, step_loss / count
+
+    def evaluate(self) -> dict:
+        """The eval loss over the eval rows (batch means weighted by rows), and the evaluator's metrics if given."""
+        start = time.time()
+        metrics: Dict[str, Any] = {}
+        self.model.eval()
+        if self.eval_rows:
+            size = self.args.per_device_eval_batch_size
+            order = np.arange(len(self.eval_rows))
+            total = 0.0
+            for begin in range(0, len(order), size):
+                indices = order[begin : begin + size]
+                columns, labels = self.eval_rows.batch(indices)
+                total += self.compute_loss(self.model, columns, labels).item() * len(indices)
+                self._fire("on_prediction_step")
+            metrics["eval_loss"] = total / len(self.eval_rows)
+        if self.evaluator is not None:
+            scores = self.evaluator(self.model)
+            metrics.update(
+                {name if name.startswith("eval_") else f"eval_{name}": value for name, value in scores.items()}
+            )
+        self.model.train()
+        metrics["eval_runtime"] = round(time.time() - start, 4)
+        self.log(metrics)
+        self._fire("on_evaluate", metrics=metrics)
+        return metrics
