@@ -16,6 +16,7 @@ import pytest
 
 from ..conftest import REPO_ROOT
 from . import (
+    test_embedding_notebooks,
     test_family_notebooks,
     test_grpo_notebooks,
     test_new_family_notebooks,
@@ -29,6 +30,7 @@ from .conftest import notebook_command
 REPLAYED = {
     notebook_command(name): module.__name__.rsplit(".", 1)[-1]
     for module in (
+        test_embedding_notebooks,
         test_family_notebooks,
         test_grpo_notebooks,
         test_new_family_notebooks,

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from .test_published_notebooks import _run
-
 CELL_COUNTS = {"all_minilm_l6_v2": 13, "embeddinggemma": 11}
 PRINTED = {
     "all_minilm_l6_v2": ("'loss'", "Post-Training Results"),
@@ -19,8 +17,8 @@ PRINTED = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CELL_COUNTS))
-def test_every_cell_runs(name: str, tmp_path: Path) -> None:
-    result, cells = _run(name, tmp_path)
+def test_every_cell_runs(name: str, tmp_path: Path, run_notebook) -> None:
+    result, cells = run_notebook(name, tmp_path)
     assert len(cells) == CELL_COUNTS[name], result.stderr[-3000:]
     failed = {cell["cell"]: cell["error"] for cell in cells if not cell["ok"]}
     assert not failed, (failed, result.stderr[-3000:])
