@@ -194,9 +194,24 @@ def test_in_a_real_cgroup_a_run_that_would_be_killed_stops_with_the_message_and_
         assert report["steps"] == 2
 
 
-def test_a_compiled_step_is_measured_by_a_compiled_pass(load_tiny, config, memory_limit):
-    """Compiled (as on a Mac's GPU), the step holds less than the plain pass; measured plainly, the check itself
-    would set the run's peak above the step's."""
-    plain = _measure(load_tiny, config, memory_limit)
-    compiled = _measure(load_tiny, config, memory_limit, mx_compile=True)
-    assert compiled.peak < plain.peak, (compiled.peak, plain.peak)
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_check_measures_the_pass_the_step_will_run(load_tiny, config, compiled):
+    """The check's peak is the step's own pass's, compiled or not: the two hold different amounts (compiled, this
+    tiny model's pass peaks about 6% higher), so a plain measurement of a compiled step would be wrong."""
+    import mlx.core as mx
+
+    from unsloth_zoo.mlx.memory_guard import trainer_probe
+
+    trainer = _trainer(load_tiny, config, mx_compile=compiled)
+    trainer._create_optimizer(2)
+    trainer._build_step_functions()
+    measured = min(trainer_probe(trainer)(4, 257, False).peak for _ in range(2))
+    tokens = mx.full((4, 257), trainer.pad_id, dtype=mx.int32)
+    lengths = mx.full((4,), 257, dtype=mx.int32)
+    stepped = []
+    for _ in range(2):
+        mx.eval(trainer.model.parameters(), trainer.optimizer.state, tokens, lengths)
+        mx.reset_peak_memory()
+        mx.eval(trainer._forward_backward(tokens, lengths))
+        stepped.append(int(mx.get_peak_memory()))
+    assert abs(measured - min(stepped)) <= 0.03 * min(stepped), (measured, stepped)

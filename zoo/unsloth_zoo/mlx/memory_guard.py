@@ -248,7 +248,7 @@ def trainer_probe(trainer: Any) -> Probe:
         return loss_and_grad(model, tokens, lengths)
 
     if trainer._use_compile():
-        # Compiled as the step is: an uncompiled pass holds more, and would set the run's peak by itself.
+        # Compiled as the step is: compiled and plain passes hold different amounts, and the step's is the one asked.
         captured = [model.state, mx.random.state]
         forward_backward = mx.compile(forward_backward, inputs=captured, outputs=captured)
 
