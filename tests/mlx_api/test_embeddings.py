@@ -87,10 +87,12 @@ def test_refusals_name_what_cannot_run(bert_folder, tmp_path) -> None:
         FastSentenceTransformer.get_peft_model(model, r=4, target_modules=["querry"])
     with pytest.raises(NotImplementedError, match="load_in_4bit"):
         FastSentenceTransformer.from_pretrained(str(bert_folder), load_in_4bit=True)
-    with pytest.raises(NotImplementedError, match="save_pretrained_gguf"):
-        model.save_pretrained_gguf(str(tmp_path / "gguf"))
-    with pytest.raises(NotImplementedError, match="push_to_hub_gguf"):
-        model.push_to_hub_gguf("me/gguf")
+    with pytest.raises(NotImplementedError, match="q4_k_m"):
+        model.save_pretrained_gguf(str(tmp_path / "gguf"), quantization_method="q4_k_m")
+    qwen3 = FastSentenceTransformer.from_pretrained(str(build_tiny_embedding_model(tmp_path / "qwen3", "qwen3")))
+    with pytest.raises(NotImplementedError, match="'qwen3' embedding model.*last-token pooling"):
+        qwen3.save_pretrained_gguf(str(tmp_path / "gguf"))
+    assert not (tmp_path / "gguf").exists()
     with pytest.raises(NotImplementedError, match="train_datasets"):
         model.push_to_hub("me/model", train_datasets=["pairs"])
     other = tmp_path / "mpnet"

@@ -1,5 +1,6 @@
-"""Issue 48: an embedding model's `push_to_hub`, `model.tokenizer.push_to_hub` and `push_to_hub_merged`, as the
-embedding notebooks' last cells call them, through `huggingface_hub` against the Hub stand-in on 127.0.0.1.
+"""Issue 48: an embedding model's `push_to_hub`, `model.tokenizer.push_to_hub`, `push_to_hub_merged` and
+`push_to_hub_gguf`, as the embedding notebooks' last cells call them, through `huggingface_hub` against the Hub
+stand-in on 127.0.0.1.
 
 The pushes run in a fresh interpreter, since `huggingface_hub` reads `HF_ENDPOINT` when it is imported; what the
 stand-in received is written back to disk and loaded by sentence-transformers itself on CPU torch, which must give
@@ -46,6 +47,7 @@ for module in _lora_modules(model).values():
 model.push_to_hub("me/lora", token={token!r}, private=True)
 model.tokenizer.push_to_hub("me/lora", token={token!r})
 model.push_to_hub_merged("me/merged", tokenizer=model.tokenizer, save_method="merged_16bit", token={token!r})
+model.push_to_hub_gguf("me/gguf", tokenizer=model.tokenizer, quantization_method="f16", token={token!r})
 out = Path({out!r})
 for repo, files in hub.record.files.items():
     for name, data in files.items():
@@ -88,6 +90,7 @@ def test_each_push_creates_its_repository(pushed: dict) -> None:
     }
     assert {"model.safetensors", "config.json", "modules.json", "tokenizer.json"} <= {p.name for p in merged.iterdir()}
     assert not (merged / "adapter_config.json").exists()
+    assert (pushed["hub"] / "me" / "gguf" / "unsloth.F16.gguf").is_file()
 
 
 @pytest.mark.parametrize("repo", ["lora", "merged"])

@@ -175,20 +175,6 @@ def save_pretrained_merged(
     (tokenizer or model.tokenizer).save_pretrained(str(folder))
 
 
-# GGUF needs a converter per embedding family, which is not written yet.
-NOT_YET = ("save_pretrained_gguf", "push_to_hub_gguf")
-
-
-def _not_yet(name: str) -> Any:
-    def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            f"{name} for an embedding model is not available on MLX yet; save_pretrained and "
-            "save_pretrained_merged write a folder sentence-transformers loads"
-        )
-
-    return refuse
-
-
 def attach_saving(model: Any) -> None:
     model.save_pretrained = MethodType(save_pretrained, model)
     model.save_pretrained_merged = MethodType(save_pretrained_merged, model)
@@ -196,5 +182,3 @@ def attach_saving(model: Any) -> None:
     model.push_to_hub_merged = MethodType(hub.push_to_hub_merged, model)
     # The notebooks push `model.tokenizer` too; transformers' own push would bypass the one-message failures.
     model.tokenizer.push_to_hub = MethodType(hub.tokenizer_push_to_hub, model.tokenizer)
-    for name in NOT_YET:
-        setattr(model, name, MethodType(_not_yet(name), model))
