@@ -20,8 +20,8 @@ import numpy as np
 
 from ..gguf.convert import family_for, gguf_tensors, write_gguf
 from ..gguf.converters.bert import POOLING_KEY, POOLING_TYPES, wordpiece_keys
-from ..models import hub
 from ..gguf.file_types import UNIFORM_TYPES, file_label, llama_file_type, resolve_method
+from ..models import hub
 from .backbone import backbone_for, hub_names
 from .saving import merged_backbone_weights
 
