@@ -39,7 +39,10 @@ def test_llama_cpp_gives_the_mlx_embeddings_back(exported: dict, index: int) -> 
     model, path = exported["model"], exported["paths"][index]
     assert path.name == ("unsloth.F16.gguf", "unsloth.F32.gguf")[index]
     llm = Llama(str(path), embedding=True, n_ctx=128, n_threads=2, verbose=False)
-    for text in TEXTS:
-        assert llm.tokenize(text.encode(), add_bos=True) == model.tokenizer(text)["input_ids"]
-    theirs = np.array(llm.embed(TEXTS))
+    try:
+        tokens = [llm.tokenize(text.encode(), add_bos=True) for text in TEXTS]
+        theirs = np.array(llm.embed(TEXTS))
+    finally:
+        llm.close()
+    assert tokens == [model.tokenizer(text)["input_ids"] for text in TEXTS]
     assert cosines(model.encode(TEXTS), theirs).min() >= 0.999
