@@ -173,7 +173,8 @@ def trl(session: nox.Session) -> None:
 def llama_cpp(session: nox.Session) -> None:
     """Export tiny trained models of every GGUF family and run them with llama.cpp itself (built once, cached)."""
     _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, "pytest-xdist", str(_llama_cpp_wheel(session)))
-    session.install("--no-deps", MLX_VLM)  # a vision model's GGUF with its mmproj, read by libmtmd
+    # A vision model's GGUF with its mmproj, read by libmtmd; an embedding model's GGUF read by llama.cpp's bert.
+    session.install("--no-deps", MLX_VLM, MLX_EMBEDDINGS)
     # Each family's file trains and runs on one core, so the files go to one worker per core.
     session.run("pytest", "tests/mlx_api/with_llama_cpp", "-n", "auto", "--dist", "loadscope", *session.posargs)
 

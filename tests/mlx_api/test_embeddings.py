@@ -87,13 +87,30 @@ def test_refusals_name_what_cannot_run(bert_folder, tmp_path) -> None:
         FastSentenceTransformer.get_peft_model(model, r=4, target_modules=["querry"])
     with pytest.raises(NotImplementedError, match="load_in_4bit"):
         FastSentenceTransformer.from_pretrained(str(bert_folder), load_in_4bit=True)
-    with pytest.raises(NotImplementedError, match="save_pretrained_gguf"):
-        model.save_pretrained_gguf(str(tmp_path / "gguf"))
+    with pytest.raises(NotImplementedError, match="q4_k_m"):
+        model.save_pretrained_gguf(str(tmp_path / "gguf"), quantization_method="q4_k_m")
+    qwen3 = FastSentenceTransformer.from_pretrained(str(build_tiny_embedding_model(tmp_path / "qwen3", "qwen3")))
+    with pytest.raises(NotImplementedError, match="'qwen3' embedding model.*last-token pooling"):
+        qwen3.save_pretrained_gguf(str(tmp_path / "gguf"))
+    assert not (tmp_path / "gguf").exists()
+    with pytest.raises(NotImplementedError, match="train_datasets"):
+        model.push_to_hub("me/model", train_datasets=["pairs"])
     other = tmp_path / "mpnet"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"model_type": "mpnet"}))
     with pytest.raises(NotImplementedError, match="'mpnet'"):
         FastSentenceTransformer.from_pretrained(str(other))
+
+
+def test_offline_push_names_the_repository_and_the_cause(bert_folder) -> None:
+    from unsloth.mlx.models.hub import HubUploadError
+
+    # This folder's conftest sets HF_HUB_OFFLINE before huggingface_hub loads, so nothing can leave.
+    model = FastSentenceTransformer.from_pretrained(str(bert_folder))
+    with pytest.raises(HubUploadError, match="me/offline.*HF_HUB_OFFLINE"):
+        model.push_to_hub_merged("me/offline", tokenizer=model.tokenizer, save_method="merged_16bit")
+    with pytest.raises(HubUploadError, match="me/offline"):
+        model.tokenizer.push_to_hub("me/offline")
 
 
 def test_full_finetuning_trains_every_weight(bert_folder) -> None:

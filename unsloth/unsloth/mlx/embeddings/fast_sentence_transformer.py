@@ -31,6 +31,7 @@ from .backbone import backbone_for, load_backbone, read_config
 from .folder import read_folder
 from .pooling import load_dense
 from .model import SentenceEmbeddingModel
+from .gguf_saving import attach_gguf
 from .saving import attach_saving
 
 OWNER = "FastSentenceTransformer"
@@ -96,6 +97,7 @@ class FastSentenceTransformer:
         if full_finetuning:
             model.unfreeze()
         attach_saving(model)
+        attach_gguf(model)
         # torch's manners (`.dtype`, `parameters()` that iterate, `.to()`), as every loaded model gets them.
         apply_model_habits(model)
         model.eval()

@@ -4,7 +4,8 @@
 
 `save_pretrained` writes the ST modules and, for a LoRA model, the adapters in PEFT's layout (`adapter_config.json`,
 `adapter_model.safetensors`, Hub names) beside the base's name; without LoRA it writes the backbone's weights.
-`save_pretrained_merged` writes the LoRA folded into the base, which ST loads without peft.
+`save_pretrained_merged` writes the LoRA folded into the base, which ST loads without peft. The pushes upload
+what those two write, through the same Hub upload as the text models'.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mlx.utils import tree_flatten
 
 from unsloth_zoo.mlx.lora import lora_settings
 
+from ..models import hub
 from .backbone import hub_names
 
 POOLING_FOLDER = "1_Pooling"
@@ -173,21 +175,10 @@ def save_pretrained_merged(
     (tokenizer or model.tokenizer).save_pretrained(str(folder))
 
 
-NOT_YET = ("push_to_hub", "push_to_hub_merged", "save_pretrained_gguf", "push_to_hub_gguf")
-
-
-def _not_yet(name: str) -> Any:
-    def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            f"{name} for an embedding model is not available on MLX yet; save_pretrained and "
-            "save_pretrained_merged write a folder sentence-transformers loads"
-        )
-
-    return refuse
-
-
 def attach_saving(model: Any) -> None:
     model.save_pretrained = MethodType(save_pretrained, model)
     model.save_pretrained_merged = MethodType(save_pretrained_merged, model)
-    for name in NOT_YET:
-        setattr(model, name, MethodType(_not_yet(name), model))
+    model.push_to_hub = MethodType(hub.model_push_to_hub, model)
+    model.push_to_hub_merged = MethodType(hub.push_to_hub_merged, model)
+    # The notebooks push `model.tokenizer` too; transformers' own push would bypass the one-message failures.
+    model.tokenizer.push_to_hub = MethodType(hub.tokenizer_push_to_hub, model.tokenizer)

@@ -93,8 +93,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
     _converter(config).write_hyperparameters(writer, config)
 
 
-# Tensors llama.cpp's kernels read as float32 only (convolution kernels, routers), as its converter keeps them.
-_FLOAT32_ONLY = re.compile(r"\.(ssm_conv1d|shortconv\.conv|ffn_gate_inp)\.weight$")
+# Tensors llama.cpp's kernels read as float32 only (convolution kernels, routers, the position and token type rows
+# BERT adds to its embeddings), as its converter keeps them.
+_FLOAT32_ONLY = re.compile(r"(^|\.)(ssm_conv1d|shortconv\.conv|ffn_gate_inp|position_embd|token_types)\.weight$")
 
 
 def stored_type(data: np.ndarray, wanted: str, name: str = "") -> str:
