@@ -36,7 +36,13 @@ def _waveform(inputs: Any, sampling_rate: int) -> np.ndarray:
     """A waveform at the feature extractor's rate: an array, transformers' {"array"/"raw", "sampling_rate"}, or a
     sound file's path (read with soundfile)."""
     if isinstance(inputs, (str, Path)):
-        import soundfile
+        try:
+            import soundfile
+        except ImportError as error:
+            raise ImportError(
+                f"the MLX Whisper pipeline reads {inputs} with soundfile, which did not import ({error}); "
+                "install it, or pass the waveform as an array"
+            ) from error
 
         inputs = dict(zip(("array", "sampling_rate"), soundfile.read(str(inputs), dtype="float32")))
     if isinstance(inputs, dict):
