@@ -226,3 +226,142 @@ def test_the_saved_adapter_is_peft_s_for_transformers_whisper(whisper_folder, tm
     with reference.disable_adapter(), torch.no_grad():
         unadapted = reference(input_features=torch.tensor(features), decoder_input_ids=torch.tensor([labels])).logits
     assert float((expected - unadapted).abs().max()) > 1e-2
+
+
+def word_error_rate(predictions: list, references: list) -> float:
+    """evaluate's "wer" (jiwer's): word edits over reference words, summed over the texts."""
+    edits = words = 0
+    for predicted, reference in zip(predictions, references):
+        said, meant = predicted.split(), reference.split()
+        row = list(range(len(said) + 1))
+        for index, word in enumerate(meant, 1):
+            previous, row[0] = row[0], index
+            for slot, guess in enumerate(said, 1):
+                previous, row[slot] = row[slot], min(row[slot] + 1, row[slot - 1] + 1, previous + (guess != word))
+        edits, words = edits + row[-1], words + len(meant)
+    return edits / words
+
+
+def notebook_compute_metrics(tokenizer, seen: list):
+    """The notebook's compute_metrics (argmax of `pred.predictions[0]`), with the WER above for evaluate's."""
+
+    def compute_metrics(pred) -> dict:
+        seen.append(pred)
+        pred_logits = pred.predictions[0]
+        label_ids = pred.label_ids.copy()
+        label_ids[label_ids == -100] = tokenizer.tokenizer.pad_token_id
+        pred_ids = np.argmax(pred_logits, axis=-1)
+        pred_str = tokenizer.batch_decode(pred_ids, skip_special_tokens=True)
+        label_str = tokenizer.batch_decode(label_ids, skip_special_tokens=True)
+        return {"wer": 100 * word_error_rate(pred_str, label_str)}
+
+    return compute_metrics
+
+
+def torch_evaluation(folder, rows: list, processor, output_dir) -> dict:
+    """transformers' Seq2SeqTrainer.evaluate() with the notebook's compute_metrics on the untrained checkpoint."""
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, WhisperForConditionalGeneration
+
+    trainer = Seq2SeqTrainer(
+        model=WhisperForConditionalGeneration.from_pretrained(str(folder)),
+        eval_dataset=rows,
+        data_collator=DataCollatorSpeechSeq2SeqWithPadding(processor=processor),
+        processing_class=processor.feature_extractor,
+        compute_metrics=notebook_compute_metrics(processor, []),
+        args=Seq2SeqTrainingArguments(
+            output_dir=str(output_dir),
+            per_device_eval_batch_size=2,
+            remove_unused_columns=False,
+            report_to="none",
+            use_cpu=True,
+        ),
+    )
+    return trainer.evaluate()
+
+
+def transcription_wer(whisper, clips: list, texts: list) -> float:
+    return word_error_rate([whisper(clip_)["text"] for clip_ in clips], texts)
+
+
+def torch_greedy_text(folder, processor, waveform: np.ndarray) -> str:
+    """transformers' Whisper on CPU decoding greedily after the forced prefix until <|endoftext|>."""
+    import torch
+    from transformers import WhisperForConditionalGeneration
+
+    model = WhisperForConditionalGeneration.from_pretrained(str(folder)).eval()
+    features = processor.feature_extractor(waveform, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+    ids = list(processor.tokenizer.prefix_tokens)
+    end = processor.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    with torch.no_grad():
+        encoded = model.model.encoder(features)
+        while len(ids) < model.config.max_target_positions:
+            logits = model(encoder_outputs=encoded, decoder_input_ids=torch.tensor([ids])).logits
+            token = int(logits[0, -1].argmax())
+            if token == end:
+                break
+            ids.append(token)
+    return processor.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def notebook_pipeline(model, tokenizer):
+    """The inference cell's call; torch_dtype and return_language change nothing on MLX, and say so."""
+    from transformers import pipeline
+
+    with pytest.warns(RuntimeWarning, match="torch_dtype"):
+        return pipeline(
+            "automatic-speech-recognition",
+            model=model,
+            tokenizer=tokenizer.tokenizer,
+            feature_extractor=tokenizer.feature_extractor,
+            processor=tokenizer,
+            return_language=True,
+            torch_dtype="float16",
+        )
+
+
+def test_whisper_evaluates_and_transcribes_as_transformers_does(whisper_folder, tmp_path) -> None:
+    """The trainer cell's eval_dataset and compute_metrics give Seq2SeqTrainer.evaluate()'s numbers, and the
+    inference cell's pipeline gives transformers' greedy transcription, on the untrained model."""
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    model, tokenizer = load_notebook_model(whisper_folder)
+    model = FastModel.get_peft_model(model, r=8, target_modules=TARGETS, lora_alpha=16, task_type=None)
+    # Four rows, two eval batches of two: transformers credits every batch with the full batch size, a short last
+    # one included, where MLX credits each row once; with even batches the two agree.
+    rows = notebook_rows(tokenizer)
+    seen: list = []
+    with warnings.catch_warnings():
+        # Said once per process, and checked by the training test above.
+        warnings.filterwarnings("ignore", ".*label_names", RuntimeWarning)
+        trainer = Seq2SeqTrainer(
+            model=model,
+            train_dataset=rows,
+            data_collator=DataCollatorSpeechSeq2SeqWithPadding(processor=tokenizer),
+            eval_dataset=rows,
+            tokenizer=tokenizer.feature_extractor,
+            compute_metrics=notebook_compute_metrics(tokenizer, seen),
+            args=Seq2SeqTrainingArguments(
+                **notebook_arguments(tmp_path / "mlx"),
+                eval_steps=5,
+                eval_strategy="steps",
+                per_device_eval_batch_size=2,
+            ),
+        )
+    untrained = trainer.evaluate()
+    expected = torch_evaluation(whisper_folder, rows, tokenizer, tmp_path / "torch")
+    print(f"untrained eval: MLX {untrained}, Seq2SeqTrainer {expected}")
+    assert abs(untrained["eval_loss"] - expected["eval_loss"]) <= 1e-4
+    assert untrained["eval_wer"] == pytest.approx(expected["eval_wer"])
+    predictions, labels = seen[0].predictions, seen[0].label_ids
+    assert predictions[0].shape[:2] == labels.shape and predictions[0].shape[2] == len(tokenizer.tokenizer)
+    assert (labels == -100).any() and predictions[1].shape[0] == len(rows)
+
+    whisper = notebook_pipeline(FastModel.for_inference(model), tokenizer)
+    transcribed = whisper({"array": clip(1), "sampling_rate": SAMPLE_RATE})
+    assert transcribed == {"text": torch_greedy_text(whisper_folder, tokenizer, clip(1))}
+    with pytest.raises(NotImplementedError, match="does not resample"):
+        whisper({"array": clip(1), "sampling_rate": 8000})
+
+    # Inside train(), evaluation with compute_metrics runs where transformers' flow asks: here the last step.
+    trainer.train()
+    assert [entry["step"] for entry in trainer.state.log_history if "eval_wer" in entry] == [1]

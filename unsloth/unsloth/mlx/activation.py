@@ -56,6 +56,10 @@ def _route_trainers(module: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.transformers_trainer").route_trainers(module)
 
 
+def _route_pipeline(module: ModuleType) -> None:
+    importlib.import_module("unsloth.mlx.compat.asr_pipeline").route_pipeline(module)
+
+
 def _route_sentence_transformers(module: ModuleType) -> None:
     importlib.import_module("unsloth.mlx.compat.sentence_transformers_trainer").route_sentence_transformers(module)
 
@@ -95,6 +99,8 @@ def install_shims() -> None:
     # transformers' Trainer given an MLX model: the real class with torch, its placeholder without.
     hooks.after_import("transformers.trainer", _route_trainers)
     hooks.after_import("transformers.utils.dummy_pt_objects", _route_trainers)
+    # transformers' speech pipeline given an MLX Whisper transcribes on MLX.
+    hooks.after_import("transformers.pipelines", _route_pipeline)
     # sentence-transformers' trainer given an MLX embedding model (6.x's module, then the older one).
     for name in ("sentence_transformers.sentence_transformer.trainer", "sentence_transformers.trainer"):
         hooks.after_import(name, _route_sentence_transformers)

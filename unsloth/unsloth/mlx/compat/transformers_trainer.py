@@ -58,6 +58,7 @@ def _default_arguments() -> Any:
 def mlx_trainer(kind: type, model: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> UnslothTrainer:
     """The MLX trainer for transformers' `kind(model, *args, **kwargs)`."""
     # Imported here: routing is installed while transformers loads, which the trainer's own import can set off.
+    from ..speech.whisper import is_whisper
     from ..training.trainer import UnslothTrainer
 
     if kind.__name__ not in ORDERS or not kind.__module__.startswith("transformers."):
@@ -82,7 +83,11 @@ def mlx_trainer(kind: type, model: Any, args: Tuple[Any, ...], kwargs: Dict[str,
     if own_collator(named.get("data_collator")) and "dataset_kwargs" not in named:
         # transformers' Trainer hands the rows to the collator as they are; it never tokenizes them.
         named["dataset_kwargs"] = {"skip_prepare_dataset": True}
-    return UnslothTrainer(model, **{name: value for name, value in named.items() if value is not None})
+    # Whisper's evaluation hands compute_metrics the logits and labels as Seq2SeqTrainer does (speech.evaluation).
+    metrics = named.pop("compute_metrics", None) if is_whisper(model) else None
+    trainer = UnslothTrainer(model, **{name: value for name, value in named.items() if value is not None})
+    trainer.compute_metrics = metrics
+    return trainer
 
 
 def _routing_new(kind: type) -> Any:

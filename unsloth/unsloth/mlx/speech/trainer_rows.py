@@ -9,7 +9,8 @@ from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 from ..training.own_rows import register_own_rows
 from ..training.train_data import PreparedRows, TrainRows
-from .training import WhisperRows, WhisperTrainRows, encode_whisper_rows, refuse_whisper_eval, whisper_step
+from .evaluation import evaluate_whisper
+from .training import WhisperRows, WhisperTrainRows, encode_whisper_rows, whisper_step
 from .whisper import is_whisper
 
 
@@ -22,6 +23,11 @@ class WhisperCollator(NamedTuple):
 
     def __call__(self, rows: List[Any]) -> Any:
         return self.collate(rows)
+
+
+class WhisperSplits(NamedTuple):
+    train: WhisperRows
+    evaluation: Optional[WhisperRows]
 
 
 class WhisperOwnRows:
@@ -37,13 +43,24 @@ class WhisperOwnRows:
             )
         return WhisperCollator(data_collator, model.config.decoder_start_token_id, model.config.pad_token_id)
 
-    def encode(self, collator: Any, dataset: Any, eval_dataset: Any, config: Any) -> Tuple[PreparedRows, WhisperRows]:
-        refuse_whisper_eval(eval_dataset)
-        whisper = encode_whisper_rows(collator, dataset, config, collator.start_token, collator.pad_token)
-        return PreparedRows(whisper.rows, False, whisper.masks), whisper
+    def encode(self, collator: Any, dataset: Any, eval_dataset: Any, config: Any) -> Tuple[PreparedRows, WhisperSplits]:
+        train, evaluation = (
+            None
+            if rows is None
+            else encode_whisper_rows(collator, rows, config, collator.start_token, collator.pad_token)
+            for rows in (dataset, eval_dataset)
+        )
+        return PreparedRows(train.rows, False, train.masks), WhisperSplits(train, evaluation)
 
-    def train_rows(self, rows: Any, encoded: WhisperRows) -> TrainRows:
-        return WhisperTrainRows(rows, encoded.masks, encoded.mels)
+    def evaluation_rows(self, encoded: WhisperSplits) -> Optional[PreparedRows]:
+        evaluation = encoded.evaluation
+        return None if evaluation is None else PreparedRows(evaluation.rows, False, evaluation.masks)
+
+    def train_rows(self, rows: Any, encoded: WhisperSplits) -> TrainRows:
+        return WhisperTrainRows(rows, encoded.train.masks, encoded.train.mels)
+
+    def evaluate(self, trainer: Any, encoded: WhisperSplits) -> dict:
+        return evaluate_whisper(trainer, encoded.evaluation, getattr(trainer, "compute_metrics", None))
 
     def step(self, model: Any, rows: Any) -> Callable[..., Any]:
         return whisper_step(model, rows)

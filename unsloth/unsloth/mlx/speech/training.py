@@ -26,14 +26,6 @@ class WhisperRows(NamedTuple):
     mels: List[np.ndarray]
 
 
-def refuse_whisper_eval(eval_dataset: Any) -> None:
-    if eval_dataset is not None:
-        raise NotImplementedError(
-            "eval_dataset with a Whisper model: evaluation (eval loss, compute_metrics' WER) is not built for Whisper "
-            "on MLX yet; build the trainer without eval_dataset"
-        )
-
-
 def encode_whisper_rows(collator: Any, dataset: Any, config: Any, start_token: int, pad_token: int) -> WhisperRows:
     """Each row through the notebook's collator once: the decoder's tokens, the label mask and the mel frames."""
     ids, masks, mels = [], [], []

@@ -48,6 +48,12 @@ def own_rows_collator(model: Any, processor: Any, data_collator: Any, dataset: A
     return None, None
 
 
+def own_evaluation_rows(source: OwnRows, encoded: Any) -> Optional[PreparedRows]:
+    """The evaluation rows a source encoded beside its training rows; None for a source that evaluates nothing."""
+    rows = getattr(source, "evaluation_rows", None)
+    return None if rows is None else rows(encoded)
+
+
 def refuse_completion_only_loss(value: Any) -> None:
     """Text rows mask answers through train_on_responses_only, not TRL's completion_only_loss."""
     if value:

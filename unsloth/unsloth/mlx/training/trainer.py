@@ -23,7 +23,7 @@ from unsloth_zoo.mlx.trainer import MLXTrainer
 from .arguments import read_trainer_call
 from .collated import collated_text_rows, own_collator, refuse_masked_language_modeling
 from .embedding_rate import with_embedding_learning_rate
-from .own_rows import own_rows_collator, refuse_completion_only_loss
+from .own_rows import own_evaluation_rows, own_rows_collator, refuse_completion_only_loss
 from .packing import PackedTrainRows, packed_step, refuse_unpackable
 from .quantized_training import refuse_quantized_base_without_lora
 from ..chat.responses_only import response_masked_cross_entropy
@@ -66,7 +66,10 @@ class UnslothTrainer(MLXTrainer):
         )
         if self._own_rows is not None:
             train, encoded = self._own_rows.encode(self.vision_collator, call.train_dataset, call.eval_dataset, config)
-            evaluation = prepared_rows(call.eval_dataset, config, config.skip_prepare_dataset)
+            self._own_encoded = encoded
+            evaluation = own_evaluation_rows(self._own_rows, encoded) or prepared_rows(
+                call.eval_dataset, config, config.skip_prepare_dataset
+            )
         elif own_collator(call.data_collator):
             refuse_masked_language_modeling(call.data_collator)
             refuse_completion_only_loss(completion_only)
@@ -142,6 +145,11 @@ class UnslothTrainer(MLXTrainer):
     @eval_dataset.setter
     def eval_dataset(self, value: Any) -> None:
         self._prepared["eval"] = value
+
+    def evaluate(self) -> dict:
+        # A collator family that evaluates its own rows (Whisper's, with their mel frames) runs its own evaluation.
+        own = getattr(self._own_rows, "evaluate", None)
+        return super().evaluate() if own is None else own(self, self._own_encoded)
 
     def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
         if self.cuda_batch_order:

@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the unsloth authors.
+"""Whisper's evaluation as transformers' `Seq2SeqTrainer` runs it without `predict_with_generate`: the eval loss
+(each batch's token mean, credited to each of its rows) and `compute_metrics` on `EvalPrediction(predictions=(logits,
+encoder_last_hidden_state), label_ids=labels)`, both padded across batches with -100 as transformers pads them."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, List, Optional
+
+import mlx.core as mx
+import numpy as np
+
+from .training import IGNORED, WhisperRows, whisper_loss
+
+
+def _padded(arrays: List[np.ndarray], fill: float) -> np.ndarray:
+    """Arrays of (rows, length, ...) stacked into one, their length axis padded to the longest with `fill`."""
+    width = max(array.shape[1] for array in arrays)
+    padded = [
+        np.pad(array, [(0, 0), (0, width - array.shape[1])] + [(0, 0)] * (array.ndim - 2), constant_values=fill)
+        for array in arrays
+    ]
+    return np.concatenate(padded, axis=0)
+
+
+def _batch(rows: WhisperRows, indices: range, pad_token: int) -> tuple:
+    width = max(len(rows.rows[index]) for index in indices)
+    tokens = np.full((len(indices), width), pad_token, dtype=np.int32)
+    weights = np.zeros((len(indices), width), dtype=np.float32)
+    for slot, index in enumerate(indices):
+        tokens[slot, : len(rows.rows[index])] = rows.rows[index]
+        weights[slot, : len(rows.masks[index])] = rows.masks[index]
+    mels = np.concatenate([rows.mels[index] for index in indices], axis=0)
+    return tokens, weights, mels
+
+
+def _labels(tokens: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The collator's labels back: each position after the start token, -100 where the loss skipped it."""
+    return np.where(weights[:, 1:] > 0, tokens[:, 1:], IGNORED).astype(np.int64)
+
+
+def evaluate_whisper(trainer: Any, rows: WhisperRows, compute_metrics: Optional[Callable[[Any], dict]]) -> dict:
+    """Eval loss (and compute_metrics' results, prefixed `eval_`) over `rows`, logged and handed to callbacks."""
+    model, size = trainer.model, trainer.args.per_device_eval_batch_size
+    pad_token = int(model.config.pad_token_id)
+    model.eval()
+    start = time.time()
+    row_losses: List[float] = []
+    logits, hidden, labels = [], [], []
+    for begin in range(0, len(rows.mels), size):
+        indices = range(begin, min(begin + size, len(rows.mels)))
+        tokens, weights, mels = _batch(rows, indices, pad_token)
+        lengths = mx.array([len(rows.rows[index]) for index in indices])
+        loss, _ = whisper_loss(model, mx.array(tokens), lengths, mx.array(weights), mx.array(mels))
+        row_losses += [loss.item()] * len(indices)
+        if compute_metrics is not None:
+            encoded = model.encoder(mx.array(mels).astype(model.dtype))
+            logits.append(np.array(model.decoder(mx.array(tokens[:, :-1]), encoded)[0].astype(mx.float32)))
+            hidden.append(np.array(encoded.astype(mx.float32)))
+            labels.append(_labels(tokens, weights))
+        trainer._fire("on_prediction_step")
+    model.train()
+    eval_loss = math.fsum(row_losses) / len(row_losses)
+    metrics = {"eval_loss": eval_loss}
+    if compute_metrics is not None:
+        from transformers import EvalPrediction
+
+        predictions = (_padded(logits, IGNORED), _padded(hidden, IGNORED))
+        prediction = EvalPrediction(predictions=predictions, label_ids=_padded(labels, IGNORED))
+        metrics.update({f"eval_{name}": value for name, value in compute_metrics(prediction).items()})
+    runtime = time.time() - start
+    metrics["eval_runtime"] = round(runtime, 4)
+    if runtime > 0:
+        metrics["eval_samples_per_second"] = round(len(rows.mels) / runtime, 3)
+    trainer.log(metrics)
+    trainer._fire("on_evaluate", metrics=metrics)
+    return metrics
