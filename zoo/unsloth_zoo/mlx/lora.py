@@ -316,7 +316,10 @@ def warn_if_training_without_lora(model: Any, trainer: str = "SFTTrainer") -> No
 
     if lora_settings(model) is not None or getattr(model, FULL_FINETUNING_ATTRIBUTE, False):
         return
-    trainable = sum(array.size for _, array in tree_flatten(model.trainable_parameters()))
+    flat = tree_flatten(model.trainable_parameters())
+    if any(name.endswith(".lora_a") for name, _ in flat):
+        return  # adapters another family's get_peft_model put on (Whisper's keeps its settings elsewhere)
+    trainable = sum(array.size for _, array in flat)
     logger.warning(
         "%s: this model has no LoRA adapters, so all %s of its trainable parameters will be trained (a full "
         "fine-tune); call get_peft_model(model, ...) first for LoRA, or load it with full_finetuning=True to say a "
