@@ -50,5 +50,6 @@ def route_pipeline(module: ModuleType) -> None:
         return _mlx_whisper_pipeline(model, kwargs)
 
     setattr(pipeline, ROUTED_MARK, True)
-    pipeline.__doc__, pipeline.__wrapped__ = original.__doc__, original
-    module.pipeline = pipeline
+    pipeline.__doc__ = original.__doc__
+    setattr(pipeline, "__wrapped__", original)
+    setattr(module, "pipeline", pipeline)

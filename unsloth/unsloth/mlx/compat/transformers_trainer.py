@@ -86,7 +86,7 @@ def mlx_trainer(kind: type, model: Any, args: Tuple[Any, ...], kwargs: Dict[str,
     # Whisper's evaluation hands compute_metrics the logits and labels as Seq2SeqTrainer does (speech.evaluation).
     metrics = named.pop("compute_metrics", None) if is_whisper(model) else None
     trainer = UnslothTrainer(model, **{name: value for name, value in named.items() if value is not None})
-    trainer.compute_metrics = metrics
+    trainer.compute_metrics = metrics  # type: ignore[attr-defined]
     return trainer
 
 

@@ -50,6 +50,7 @@ class WhisperOwnRows:
             else encode_whisper_rows(collator, rows, config, collator.start_token, collator.pad_token)
             for rows in (dataset, eval_dataset)
         )
+        assert train is not None  # the trainer always has a train dataset; only the eval one is optional
         return PreparedRows(train.rows, False, train.masks), WhisperSplits(train, evaluation)
 
     def evaluation_rows(self, encoded: WhisperSplits) -> Optional[PreparedRows]:
@@ -60,6 +61,8 @@ class WhisperOwnRows:
         return WhisperTrainRows(rows, encoded.train.masks, encoded.train.mels)
 
     def evaluate(self, trainer: Any, encoded: WhisperSplits) -> dict:
+        if encoded.evaluation is None:
+            raise ValueError("evaluation needs an eval_dataset: pass eval_dataset= to the trainer")
         return evaluate_whisper(trainer, encoded.evaluation, getattr(trainer, "compute_metrics", None))
 
     def step(self, model: Any, rows: Any) -> Callable[..., Any]:

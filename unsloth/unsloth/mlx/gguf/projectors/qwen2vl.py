@@ -68,7 +68,7 @@ class QwenVLProjector(ProjectorFamily):
 
         # The merger's two layers are numbered as blocks are: the map must reach block 2.
         names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, max(int(config["vision_config"]["depth"]), 3))
-        tensors = {}
+        tensors: Dict[str, np.ndarray] = {}
         for name, value in weights.items():
             if not name.startswith(_TOWER_PREFIX):
                 continue

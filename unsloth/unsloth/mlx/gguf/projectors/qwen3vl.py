@@ -53,7 +53,7 @@ class Qwen3VLProjector(QwenVLProjector):
 
         vision = config["vision_config"]
         names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, int(vision["depth"]))
-        tensors = {}
+        tensors: Dict[str, np.ndarray] = {}
         for name, value in weights.items():
             if not name.startswith(_TOWER_PREFIX):
                 continue
