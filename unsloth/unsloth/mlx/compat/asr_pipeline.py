@@ -51,5 +51,5 @@ def route_pipeline(module: ModuleType) -> None:
 
     setattr(pipeline, ROUTED_MARK, True)
     pipeline.__doc__ = original.__doc__
-    setattr(pipeline, "__wrapped__", original)
-    setattr(module, "pipeline", pipeline)
+    pipeline.__wrapped__ = original  # type: ignore[attr-defined]
+    module.pipeline = pipeline  # type: ignore[attr-defined]
