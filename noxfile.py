@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -19,11 +18,13 @@ import nox
 # The `nox` console script does not put the noxfile's folder on sys.path, and tools/ lives there.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tools import llama_cpp_build  # noqa: E402
+from tools import llama_cpp_build, pip_settings  # noqa: E402
 from tools.pins import PINS_OFF_VARIABLE, pins_file  # noqa: E402
 
 nox.needs_version = ">=2024.3.2"
 nox.options.reuse_venv = "yes"
+# uv where it is beside nox (`dev.py` installs it there; a tenth of pip's CPU per venv), else virtualenv with pip.
+nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.error_on_missing_interpreters = True
 nox.options.sessions = [
     "lint",
@@ -40,6 +41,11 @@ nox.options.sessions = [
 ]
 
 ROOT = Path(__file__).parent
+PIP_SETTINGS = pip_settings.read()
+# uv takes its packages where pip is told to (pip's config is uv's environment), and seeds each venv with pip, which
+# the sessions' own `python -m pip` calls (a llama.cpp wheel build, `pip freeze` for pins) need.
+for _variable, _value in {**pip_settings.uv_environment(PIP_SETTINGS), "UV_VENV_SEED": "1"}.items():
+    os.environ.setdefault(_variable, _value)
 DATASETS_VERSIONS = json.loads((ROOT / "shared" / "datasets_versions.json").read_text())["versions"]
 RUNTIME_DEPS = ["datasets", "tokenizers", "psutil"]
 MLX_DEPS = [*RUNTIME_DEPS, "mlx[cpu]", "mlx-lm", "transformers", "gguf", "pytest"]
@@ -293,7 +299,8 @@ def _use_pins(session: nox.Session) -> None:
         return
     pins = pins_file(Path(session.virtualenv.location))
     if pins.is_file():
-        session.env["PIP_CONSTRAINT"] = str(pins)
+        # As PIP_CONSTRAINT does for pip, the pins take the place of any constraint file uv had from pip's config.
+        session.env["PIP_CONSTRAINT"] = session.env["UV_CONSTRAINT"] = str(pins)
     else:
         session.warn(
             f"no pins at {pins.relative_to(ROOT)}: installing the newest releases (`nox -s lock` records them)"
@@ -312,16 +319,8 @@ def _torch_source(requirements: tuple[str, ...]) -> list[str]:
     return ["--extra-index-url", TORCH_CPU_INDEX] if wants_torch and not _local_torch_wheels() else []
 
 
-@functools.cache
 def _local_torch_wheels() -> bool:
-    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-    folders = [
-        entry.removeprefix("file://")
-        for line in listing.splitlines()
-        if re.match(r"^[^=]*\.find-links=", line)
-        for entry in line.split("=", 1)[1].strip("'\"").split()
-    ]
-    return any(any(Path(folder).glob("torch-*.whl")) for folder in folders if Path(folder).is_dir())
+    return any(any(folder.glob("torch-*.whl")) for folder in pip_settings.local_wheel_folders(PIP_SETTINGS))
 
 
 def _install_actionlint(session: nox.Session) -> None:
