@@ -12,9 +12,9 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from ..convert import interleave_rotary_rows
-from ..families import unwrap_text_model
-from .registry import ProjectorFamily, UnsupportedProjector, float32, register
+from ...convert import interleave_rotary_rows
+from ...families import unwrap_text_model
+from ..registry import ProjectorFamily, UnsupportedProjector, float32, register
 
 _TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.")
 _EMBEDDINGS = "language_model.model.embed_tokens.weight"

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from .qwen2vl import QwenVLProjector, patch_embedding
-from .registry import UnsupportedProjector, float32, register
+from ..registry import UnsupportedProjector, float32, register
 
 _TOWER_PREFIX = "vision_tower."
 _DEEPSTACK = "visual.deepstack_merger_list."
