@@ -116,8 +116,8 @@ def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
 def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
     from unsloth.mlx.gguf.projectors import projector_for
 
-    with pytest.raises(NotImplementedError, match="model_type .qwen3_vl_moe.*writes its projector as qwen3vl"):
-        projector_for({"model_type": "qwen3_vl_moe"})
+    with pytest.raises(NotImplementedError, match="model_type .glm4v.*writes its projector as glm4v"):
+        projector_for({"model_type": "glm4v"})
     with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
         projector_for({"model_type": "mllama"})
 
@@ -369,3 +369,64 @@ def test_a_qwen3_vl_language_model_with_sections_not_interleaved_is_refused_by_n
     config = {"model_type": "qwen3_vl", "text_config": {**text, "head_dim": 16, "rope_scaling": rope}}
     with pytest.raises(NotImplementedError, match="mrope_interleaved=False: llama.cpp's qwen3vl interleaves"):
         check_request(config, tmp_path, ["f16"])
+
+
+# The Qwen 3 VL projector's tensors as llama.cpp's converter names them for a two-block tower (`Qwen3VLVisionModel`).
+_QWEN3VL_TOWER = {
+    f"v.blk.{block}.{part}.{kind}"
+    for block in range(2)
+    for part in ("attn_qkv", "attn_out", "ffn_up", "ffn_down", "ln1", "ln2")
+    for kind in ("weight", "bias")
+} | {"v.patch_embd.weight", "v.patch_embd.weight.1", "v.patch_embd.bias", "v.position_embd.weight"}
+_QWEN3VL_MERGER = {"v.post_ln.weight", "v.post_ln.bias", "mm.0.weight", "mm.0.bias", "mm.2.weight", "mm.2.bias"}
+_DEEPSTACK_0 = {f"v.deepstack.0.{part}.{kind}" for part in ("norm", "fc1", "fc2") for kind in ("weight", "bias")}
+
+
+@pytest.mark.parametrize(
+    ("builder", "architecture", "deepstack", "language_tensors"),
+    [
+        (
+            "build_tiny_qwen3_vl_moe",
+            "qwen3vlmoe",
+            [True, False],
+            {"blk.1.ffn_gate_exps.weight", "blk.1.ffn_gate_inp.weight"},
+        ),
+        ("build_tiny_qwen3_5", "qwen35", [False, False], {"blk.0.ssm_conv1d.weight", "blk.1.attn_q.weight"}),
+        (
+            "build_tiny_qwen3_5_moe",
+            "qwen35moe",
+            [False, False],
+            {"blk.0.ffn_up_exps.weight", "blk.0.ffn_gate_inp_shexp.weight"},
+        ),
+    ],
+)
+def test_qwen3_vl_moe_and_qwen3_5_get_the_qwen3vl_projector_beside_their_language_model(
+    tmp_path, builder, architecture, deepstack, language_tensors
+) -> None:
+    from tools.kits import tiny_vlm_model
+
+    language, projector, weights = _qwen_exported(getattr(tiny_vlm_model, builder)(tmp_path / "model"))
+    assert _value(language, "general.architecture") == architecture
+    assert language_tensors <= {tensor.name for tensor in language.tensors}
+    assert not any(tensor.name.startswith(("v.", "mm.")) for tensor in language.tensors)
+    assert _value(projector, "clip.projector_type") == "qwen3vl_merger"
+    assert _value(projector, "clip.use_gelu") is True
+    assert _value(projector, "clip.vision.spatial_merge_size") == 2
+    assert _value(projector, "clip.vision.image_size") == 64
+    # llama.cpp's converter writes the flags for every block, all false where the tower has no deepstack mergers.
+    assert list(_value(projector, "clip.vision.is_deepstack_layers")) == deepstack
+    names = {tensor.name for tensor in projector.tensors}
+    assert names == _QWEN3VL_TOWER | _QWEN3VL_MERGER | (_DEEPSTACK_0 if any(deepstack) else set())
+    fused = weights["vision_tower.blocks.1.attn.qkv.weight"]
+    stored = {tensor.name: tensor for tensor in projector.tensors}["v.blk.1.attn_qkv.weight"]
+    np.testing.assert_allclose(np.array(stored.data, dtype=np.float32), fused, atol=1e-3)
+
+
+def test_a_qwen3_vl_moe_language_model_with_dense_layers_is_refused_by_name(tmp_path) -> None:
+    from unsloth.mlx.gguf.export import check_request
+
+    text = {"model_type": "qwen3_vl_moe_text", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True}
+    text = {**text, "head_dim": 16, "rope_scaling": rope, "num_experts": 4, "mlp_only_layers": [1]}
+    with pytest.raises(NotImplementedError, match="qwen3_vl_moe_text with dense layers.*qwen3vlmoe gives every layer"):
+        check_request({"model_type": "qwen3_vl_moe", "text_config": text}, tmp_path, ["f16"])

@@ -262,6 +262,66 @@ def build_tiny_qwen3_5(folder: str | Path, *, seed: int = 0, vocab_size: int = 5
     return folder
 
 
+def qwen3_vl_moe_config(ids: Dict[str, int]) -> dict:
+    """Qwen 3 VL MoE: Qwen 3 VL's tower and rope over a language model of four experts, two per token."""
+    config = qwen3_vl_config(ids)
+    config.update(model_type="qwen3_vl_moe", architectures=["Qwen3VLMoeForConditionalGeneration"])
+    config["vision_config"] = {**config["vision_config"], "model_type": "qwen3_vl_moe"}
+    config["text_config"] = {
+        **config["text_config"],
+        "model_type": "qwen3_vl_moe_text",
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "norm_topk_prob": True,
+    }
+    return config
+
+
+def qwen3_5_moe_config(ids: Dict[str, int]) -> dict:
+    """Qwen 3.5 MoE: Qwen 3.5's tower and hybrid layers, four experts (two per token) and a gated shared expert."""
+    config = qwen3_5_config(ids)
+    config.update(model_type="qwen3_5_moe", architectures=["Qwen3_5MoeForConditionalGeneration"])
+    config["vision_config"] = {**config["vision_config"], "model_type": "qwen3_5_moe"}
+    text = {key: value for key, value in config["text_config"].items() if key != "intermediate_size"}
+    config["text_config"] = {
+        **text,
+        "model_type": "qwen3_5_moe_text",
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 32,
+        "norm_topk_prob": True,
+    }
+    return config
+
+
+def _build_qwen3_family(folder: str | Path, module: Any, config_of: Any, seed: int, vocab_size: int) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = config_of(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
+    _write_json(folder / "config.json", config)
+    _write_json(folder / "preprocessor_config.json", _qwen3_preprocessor("Qwen3VLProcessor"))
+    _save_weights(folder, _model(module, config, seed))
+    return folder
+
+
+def build_tiny_qwen3_vl_moe(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Qwen 3 VL MoE in `folder`; returns its path."""
+    from mlx_vlm.models import qwen3_vl_moe
+
+    return _build_qwen3_family(folder, qwen3_vl_moe, qwen3_vl_moe_config, seed, vocab_size)
+
+
+def build_tiny_qwen3_5_moe(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Qwen 3.5 MoE (vision) in `folder`; returns its path."""
+    from mlx_vlm.models import qwen3_5_moe
+
+    return _build_qwen3_family(folder, qwen3_5_moe, qwen3_5_moe_config, seed, vocab_size)
+
+
 def gemma3_config(ids: Dict[str, int]) -> dict:
     """Hugging Face's gemma3 field names: a text config and a SigLIP vision config."""
     tokens_per_image = 4
