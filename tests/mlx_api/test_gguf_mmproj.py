@@ -172,7 +172,7 @@ def test_mistral_3_gets_llama_cpps_pixtral_projector_with_its_image_break_embedd
     assert _value(language, "general.architecture") == "llama"
     assert _value(projector, "clip.projector_type") == "pixtral"
     assert _value(projector, "clip.vision.spatial_merge_size") == 2
-    assert _value(projector, "clip.use_gelu") is True
+    assert _value(projector, "clip.use_silu") is True and "clip.use_gelu" not in projector.fields
     tensors = {tensor.name: np.array(tensor.data, dtype=np.float32) for tensor in projector.tensors}
     weights = {name: np.array(value) for name, value in merged_weights(model).items()}
     break_id = processor.tokenizer.convert_tokens_to_ids("[IMG_BREAK]")
@@ -191,6 +191,56 @@ def test_a_pixtral_tower_rotating_by_another_base_is_refused_by_name() -> None:
     config = {"model_type": "mistral3", "vision_config": {"rope_theta": 1e6, "num_attention_heads": 2}}
     with pytest.raises(NotImplementedError, match="vision rope_theta of 1000000.0: llama.cpp's Pixtral rotates by"):
         projector_for(config)
+
+
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_a_pixtral_tower_whose_config_names_another_activation_than_mlx_vlms_silu_is_refused(act) -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    vision = {"rope_theta": 10000.0} if act is None else {"rope_theta": 10000.0, "hidden_act": act}
+    with pytest.raises(NotImplementedError, match="hidden_act='gelu': mlx-vlm's Pixtral tower gates its feed-forward"):
+        projector_for({"model_type": "mistral3", "vision_config": vision})
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        ({"vision_config": {"model_type": "clip_vision_model"}}, "llava with a 'clip_vision_model' vision tower"),
+        ({"spatial_merge_size": 2}, "llava with spatial_merge_size=2: Pixtral's tower has no patch merger"),
+        ({"vision_feature_layer": -2}, "llava with vision_feature_layer=-2: llama.cpp's Pixtral reads the last"),
+        ({"projector_hidden_act": "silu"}, "llava with projector_hidden_act='silu': llama.cpp's Pixtral runs gelu"),
+    ],
+)
+def test_a_llava_config_llama_cpp_would_run_differently_is_refused_by_name(config, reason) -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    tower = {"model_type": "pixtral", "rope_theta": 10000.0, "hidden_act": "silu"}
+    with pytest.raises(NotImplementedError, match=reason):
+        projector_for({"model_type": "llava", "vision_config": tower, **config})
+
+
+def test_the_hubs_pixtral_as_llava_gets_the_pixtral_projector_without_a_patch_merger(tmp_path) -> None:
+    import gguf
+
+    from tools.kits.tiny_vlm_model import build_tiny_pixtral_as_hub
+    from unsloth import FastVisionModel
+
+    model, processor = FastVisionModel.from_pretrained(str(build_tiny_pixtral_as_hub(tmp_path / "model")))
+    paths = model.save_pretrained_gguf(str(tmp_path / "gguf"), processor, quantization_method="f16")
+    language, projector = (gguf.GGUFReader(str(path)) for path in paths)
+    assert _value(language, "general.architecture") == "llama"
+    assert "output.weight" in {tensor.name for tensor in language.tensors}  # the llava language model's own head
+    assert _value(projector, "clip.projector_type") == "pixtral"
+    assert "clip.vision.spatial_merge_size" not in projector.fields  # llama.cpp's Pixtral then merges nothing
+    blocks = {f"v.blk.{block}.{part}.weight" for block in range(2) for part in _PIXTRAL_BLOCK}
+    expected = blocks | {"v.patch_embd.weight", "v.pre_ln.weight", "v.token_embd.img_break"}
+    assert {tensor.name for tensor in projector.tensors} == expected | {
+        f"mm.{n}.{k}" for n in (1, 2) for k in ("weight", "bias")
+    }
+
+
+# A Pixtral block's tensors as llama.cpp's converter names them.
+_PIXTRAL_BLOCK = ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate", "ffn_up", "ffn_down", "ln1", "ln2")
 
 
 def test_lfm2_vl_gets_llama_cpps_lfm2_projector_with_its_linear_patch_embedding(tmp_path) -> None:

@@ -428,7 +428,8 @@ def _pixtral_config(ids: Dict[str, int], model_type: str, text: Optional[dict] =
         "vision_feature_layer": -1,
         "vision_feature_select_strategy": "full",
         "projector_hidden_act": "gelu",
-        "spatial_merge_size": 2,
+        # Mistral 3 merges patches; the Hub's Pixtral (llava) has no merger and names no merge size.
+        **({} if model_type == "llava" else {"spatial_merge_size": 2}),
         "vocab_size": ids["__size__"],
         "eos_token_id": ids["<|eos|>"],
         "text_config": {
@@ -455,6 +456,7 @@ def _pixtral_config(ids: Dict[str, int], model_type: str, text: Optional[dict] =
             "image_size": PIXTRAL_IMAGE_SIDE,
             "patch_size": 8,
             "rope_theta": 10000.0,
+            "hidden_act": "silu",  # as the Hub's Pixtral and Mistral 3 checkpoints, and as mlx-vlm always runs it
         },
     }
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Dict
 
 import numpy as np
@@ -29,7 +30,30 @@ FAMILIES = {
     "qwen3_vl_moe": Family("build_tiny_qwen3_vl_moe", QWEN3_SIDE, QWEN_IMAGE, "<__media__>", "image_token_id"),
     "qwen3_5": Family("build_tiny_qwen3_5", QWEN3_SIDE, QWEN_IMAGE, "<__media__>", "image_token_id"),
     "qwen3_5_moe": Family("build_tiny_qwen3_5_moe", QWEN3_SIDE, QWEN_IMAGE, "<__media__>", "image_token_id"),
+    # The Hub's Pixtral: 4 x 4 patches of 8 pixels, libmtmd writes the rows' [IMG_BREAK] and the [IMG_END] itself.
+    "llava": Family("build_tiny_pixtral_as_hub", 32, "[IMG]", "<__media__>", "image_token_index"),
+    # Mistral 3: the same tower, its 8 x 8 patches merged 2 x 2 into llama.cpp's fewest tokens for Pixtral (8) or more.
+    "mistral3": Family("build_tiny_mistral3", 64, "[IMG]", "<__media__>", "image_token_index"),
 }
+# Tokens the processor writes inside an image that libmtmd counts as image positions (their embeddings in mmproj).
+IMAGE_CHUNK_TOKENS = {"llava": ("[IMG_BREAK]",), "mistral3": ("[IMG_BREAK]",)}
+# The processor's outputs beside the pixels that the model reads (Qwen's patch grid, Mistral 3's image size).
+_EXTRAS = ("image_grid", "image_sizes")
+
+
+def _build_for(family: Family, folder: Path) -> Path:
+    """The family's tiny model, its processor told to keep the square's size; a Pixtral tower (no learned positions)
+    told it takes a square that size."""
+    folder = _build(family, folder)
+    settings = folder / "preprocessor_config.json"
+    preprocessor = json.loads(settings.read_text(encoding="utf-8"))
+    if "longest_edge" in (preprocessor.get("size") or {}) and family.side > preprocessor["size"]["longest_edge"]:
+        preprocessor["size"] = {"longest_edge": family.side}
+        settings.write_text(json.dumps(preprocessor), encoding="utf-8")
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config["vision_config"]["image_size"] = family.side
+        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
 
 
 def _prompt(processor: Any, family: Family, colour: str) -> tuple:
@@ -39,7 +63,7 @@ def _prompt(processor: Any, family: Family, colour: str) -> tuple:
     text = processor.apply_chat_template(messages, add_generation_prompt=True)
     inputs = processor(images=[[_square(family.side, colour)]], text=[text], add_special_tokens=False)
     ids = [int(token) for token in np.asarray(inputs["input_ids"])[0]]
-    extras = {name: mx.array(np.asarray(value)) for name, value in inputs.items() if name.startswith("image_grid")}
+    extras = {name: mx.array(np.asarray(value)) for name, value in inputs.items() if name.startswith(_EXTRAS)}
     return text, ids, np.asarray(inputs["pixel_values"]), extras
 
 
@@ -49,7 +73,7 @@ def compared(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
     family = FAMILIES[request.param]
     root = tmp_path_factory.mktemp(f"{request.param}-untrained-mmproj")
-    model, processor = FastVisionModel.from_pretrained(str(_build(family, root / "model")))
+    model, processor = FastVisionModel.from_pretrained(str(_build_for(family, root / "model")))
     FastVisionModel.for_inference(model)
     text, ids, pixels, extras = _prompt(processor, family, "blue")
     first, tokens = _mlx_greedy(model, ids, pixels, extras, NEW_TOKENS)
@@ -75,9 +99,10 @@ def compared(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     assert result.returncode == 0, runner_failure(result.returncode, result.stderr)
     (reloaded,) = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     scale = np.abs(first).max()
+    folded = {processor.tokenizer.convert_tokens_to_ids(token) for token in IMAGE_CHUNK_TOKENS.get(request.param, ())}
     return {
         "family": request.param,
-        "ids": ids,
+        "ids": [image_token if token in folded else token for token in ids],
         "tokens": tokens,
         "margins": margins,
         "reloaded": reloaded,
