@@ -480,3 +480,64 @@ def test_a_qwen3_vl_moe_language_model_with_dense_layers_is_refused_by_name(tmp_
     text = {**text, "head_dim": 16, "rope_scaling": rope, "num_experts": 4, "mlp_only_layers": [1]}
     with pytest.raises(NotImplementedError, match="qwen3_vl_moe_text with dense layers.*qwen3vlmoe gives every layer"):
         check_request({"model_type": "qwen3_vl_moe", "text_config": text}, tmp_path, ["f16"])
+
+
+# An Idefics 3 tower block's tensors as llama.cpp's converter names them (SigLIP's, with biases).
+_SIGLIP_BLOCK = ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_down", "ln1", "ln2")
+
+
+@pytest.mark.parametrize("builder", ["build_tiny_idefics3", "build_tiny_smolvlm"])
+def test_idefics3_and_smolvlm_get_the_idefics3_projector_beside_a_llama(tmp_path, builder) -> None:
+    import gguf
+
+    from tools.kits import tiny_vlm_model
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.merged import merged_weights
+
+    model, processor = FastVisionModel.from_pretrained(str(getattr(tiny_vlm_model, builder)(tmp_path / "model")))
+    paths = model.save_pretrained_gguf(str(tmp_path / "gguf"), processor, quantization_method="f16")
+    language, projector = (gguf.GGUFReader(str(path)) for path in paths)
+    assert _value(language, "general.architecture") == "llama"
+    assert {"blk.1.attn_q.weight", "output.weight", "token_embd.weight"} <= {tensor.name for tensor in language.tensors}
+    assert _value(projector, "clip.projector_type") == "idefics3"
+    assert _value(projector, "clip.vision.projector.scale_factor") == 2
+    assert _value(projector, "clip.use_gelu") is True
+    assert _value(projector, "clip.vision.image_size") == 32  # one tile
+    assert _value(projector, "clip.vision.preproc_image_size") == 64  # the processor's longest edge, cut in tiles
+    tensors = {tensor.name: tensor for tensor in projector.tensors}
+    blocks = {
+        f"v.blk.{block}.{part}.{kind}" for block in range(2) for part in _SIGLIP_BLOCK for kind in ("weight", "bias")
+    }
+    embeddings = {"v.patch_embd.weight", "v.patch_embd.bias", "v.position_embd.weight"}
+    assert set(tensors) == blocks | embeddings | {"v.post_ln.weight", "v.post_ln.bias", "mm.model.fc.weight"}
+    # llama.cpp's converter keeps the tower's embeddings in F32, the other matrices in the file's type.
+    assert {tensors[name].tensor_type.name for name in embeddings} == {"F32"}
+    assert tensors["mm.model.fc.weight"].tensor_type.name == "F16"
+    patch = np.array(merged_weights(model)["vision_model.embeddings.patch_embedding.weight"])  # (out, h, w, in)
+    stored = np.array(tensors["v.patch_embd.weight"].data).reshape(patch.shape[0], 3, 8, 8)
+    np.testing.assert_array_equal(stored, patch.transpose(0, 3, 1, 2))
+
+
+def test_a_smolvlm_tower_shaped_by_defaults_is_written_as_mlx_vlm_ran_it() -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    config = {"model_type": "smolvlm", "vision_config": {"model_type": "smolvlm_vision", "hidden_size": 768}}
+    vision = projector_for(config).vision_settings(config)
+    # mlx-vlm's SmolVLM defaults: 12 blocks for a 768-wide tower, a head per 64 dimensions, four times as wide FFN.
+    assert (vision["num_hidden_layers"], vision["num_attention_heads"], vision["intermediate_size"]) == (12, 12, 3072)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_scaling .* mlx-vlm's language model ignores"),
+        ({"rope_traditional": True}, "rope_traditional=True: llama.cpp's llama rotates halves"),
+        ({"head_dim": 32}, "head_dim=32: mlx-vlm's language model sizes its heads"),
+    ],
+)
+def test_an_idefics3_language_model_llama_cpp_would_rotate_differently_is_refused_by_name(text, reason) -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    base = {"hidden_size": 64, "num_attention_heads": 4}
+    with pytest.raises(NotImplementedError, match=reason):
+        projector_for({"model_type": "idefics3", "vision_config": {}, "text_config": {**base, **text}})

@@ -627,6 +627,123 @@ LFM2_SPECIAL = ["<|im_start|>", "<|im_end|>", "<image>", "<|image_start|>", "<|i
 LFM2_IMAGE_SIDE = 64
 
 
+# Idefics 3 / SmolVLM: the image markers its processor writes, each tile's row and column, and the turn end; "\n\n" as
+# one token, as in SmolLM's vocabulary, where llama.cpp's libmtmd looks it up before the overview image.
+IDEFICS3_SPECIAL = [
+    "<fake_token_around_image>",
+    "<image>",
+    "<global-img>",
+    "<end_of_utterance>",
+    *(f"<row_{row}_col_{col}>" for row in (1, 2) for col in (1, 2)),
+]
+IDEFICS3_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ message['role'] | capitalize }}:"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}<image>"
+    "{%- elif part['type'] == 'text' %}{{ part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}<end_of_utterance>\n"
+    "{% endfor %}"
+    "{%- if add_generation_prompt %}Assistant:{% endif %}"
+)
+# One tile of 4 x 4 patches of 8 pixels, pixel-shuffled 2 x 2 into 4 tokens; an image is resized to 2 x 2 tiles and a
+# global view.
+IDEFICS3_TILE = 32
+
+
+def idefics3_config(ids: Dict[str, int], model_type: str = "idefics3") -> dict:
+    """Idefics 3 (or SmolVLM, same layout): a SigLIP tower, pixel shuffle, one linear projection, a Llama."""
+    architecture = "SmolVLMForConditionalGeneration" if model_type == "smolvlm" else "Idefics3ForConditionalGeneration"
+    return {
+        "model_type": model_type,
+        "architectures": [architecture],
+        "image_token_id": ids["<image>"],
+        "scale_factor": 2,
+        "vocab_size": ids["__size__"],
+        "eos_token_id": ids["<end_of_utterance>"],
+        "pad_token_id": ids["<|pad|>"],
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "text_config": {
+            "model_type": "llama",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": ids["__size__"],
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 1024,
+            "tie_word_embeddings": False,
+        },
+        "vision_config": {
+            "model_type": f"{model_type}_vision",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "patch_size": 8,
+            "image_size": IDEFICS3_TILE,
+            "layer_norm_eps": 1e-5,  # what mlx-vlm's post-layernorm runs, whatever the config says
+        },
+    }
+
+
+def build_tiny_idefics3(
+    folder: str | Path, *, seed: int = 0, vocab_size: int = 512, model_type: str = "idefics3"
+) -> Path:
+    """A loadable tiny Idefics 3 (`model_type="smolvlm"`: SmolVLM) in `folder`; returns its path."""
+    import importlib
+
+    module = importlib.import_module(f"mlx_vlm.models.{model_type}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    special = [*IDEFICS3_SPECIAL, "<video>"] if model_type == "smolvlm" else IDEFICS3_SPECIAL  # SmolVLM 2 reads video
+    ids = _write_tokenizer(folder, vocab_size, special, IDEFICS3_TEMPLATE)
+    ids["__size__"] = _add_token(folder, "\n\n")
+    config = idefics3_config(ids, model_type)
+    processor = "SmolVLMProcessor" if model_type == "smolvlm" else "Idefics3Processor"
+    _write_json(folder / "config.json", config)
+    _write_json(
+        folder / "preprocessor_config.json",
+        {
+            "image_processor_type": "SmolVLMImageProcessor" if model_type == "smolvlm" else "Idefics3ImageProcessor",
+            "processor_class": processor,
+            "do_resize": True,
+            "size": {"longest_edge": 2 * IDEFICS3_TILE},
+            "max_image_size": {"longest_edge": IDEFICS3_TILE},
+            "do_image_splitting": True,
+            "resample": 1,
+            "do_rescale": True,
+            "rescale_factor": 1 / 255,
+            "do_normalize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "do_pad": True,
+        },
+    )
+    _write_json(folder / "processor_config.json", {"processor_class": processor, "image_seq_len": 4})
+    _save_weights(folder, _model(module, config, seed))
+    return folder
+
+
+def build_tiny_smolvlm(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny SmolVLM in `folder`; returns its path."""
+    return build_tiny_idefics3(folder, seed=seed, vocab_size=vocab_size, model_type="smolvlm")
+
+
+def _add_token(folder: Path, text: str) -> int:
+    """One more (not special) token in the saved tokenizer, matched whole before the BPE runs; returns its size."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer.add_tokens([text])
+    tokenizer.save_pretrained(str(folder))
+    return len(tokenizer)
+
+
 def build_tiny_lfm2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
     """A loadable tiny LFM2-VL (a conv + attention text model, a SigLIP 2 tower) in `folder`: one 64x64 image is
     16 patches unshuffled to 4 image tokens, without tiling."""

@@ -34,11 +34,16 @@ FAMILIES = {
     "llava": Family("build_tiny_pixtral_as_hub", 32, "[IMG]", "<__media__>", "image_token_index"),
     # Mistral 3: the same tower, its 8 x 8 patches merged 2 x 2 into llama.cpp's fewest tokens for Pixtral (8) or more.
     "mistral3": Family("build_tiny_mistral3", 64, "[IMG]", "<__media__>", "image_token_index"),
+    # Idefics 3 and SmolVLM: a 64-pixel square cut in 2 x 2 tiles of 32 and a global view, 4 tokens each; libmtmd
+    # writes the markers around each tile and the global view itself.
+    "idefics3": Family("build_tiny_idefics3", 64, "<image>", "<__media__>", "image_token_id"),
+    "smolvlm": Family("build_tiny_smolvlm", 64, "<image>", "<__media__>", "image_token_id"),
 }
 # Tokens the processor writes inside an image that libmtmd counts as image positions (their embeddings in mmproj).
 IMAGE_CHUNK_TOKENS = {"llava": ("[IMG_BREAK]",), "mistral3": ("[IMG_BREAK]",)}
-# The processor's outputs beside the pixels that the model reads (Qwen's patch grid, Mistral 3's image size).
-_EXTRAS = ("image_grid", "image_sizes")
+# The processor's outputs beside the pixels that the model reads (Qwen's patch grid, Mistral 3's image size, Idefics 3's
+# pixel mask).
+_EXTRAS = ("image_grid", "image_sizes", "pixel_attention_mask")
 
 
 def _build_for(family: Family, folder: Path) -> Path:
