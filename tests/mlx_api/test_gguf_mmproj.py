@@ -116,8 +116,8 @@ def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
 def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
     from unsloth.mlx.gguf.projectors import projector_for
 
-    with pytest.raises(NotImplementedError, match="model_type .qwen3_vl_moe.*writes its projector as qwen3vl"):
-        projector_for({"model_type": "qwen3_vl_moe"})
+    with pytest.raises(NotImplementedError, match="model_type .glm4v.*writes its projector as glm4v"):
+        projector_for({"model_type": "glm4v"})
     with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
         projector_for({"model_type": "mllama"})
 
@@ -172,7 +172,7 @@ def test_mistral_3_gets_llama_cpps_pixtral_projector_with_its_image_break_embedd
     assert _value(language, "general.architecture") == "llama"
     assert _value(projector, "clip.projector_type") == "pixtral"
     assert _value(projector, "clip.vision.spatial_merge_size") == 2
-    assert _value(projector, "clip.use_gelu") is True
+    assert _value(projector, "clip.use_silu") is True and "clip.use_gelu" not in projector.fields
     tensors = {tensor.name: np.array(tensor.data, dtype=np.float32) for tensor in projector.tensors}
     weights = {name: np.array(value) for name, value in merged_weights(model).items()}
     break_id = processor.tokenizer.convert_tokens_to_ids("[IMG_BREAK]")
@@ -191,6 +191,56 @@ def test_a_pixtral_tower_rotating_by_another_base_is_refused_by_name() -> None:
     config = {"model_type": "mistral3", "vision_config": {"rope_theta": 1e6, "num_attention_heads": 2}}
     with pytest.raises(NotImplementedError, match="vision rope_theta of 1000000.0: llama.cpp's Pixtral rotates by"):
         projector_for(config)
+
+
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_a_pixtral_tower_whose_config_names_another_activation_than_mlx_vlms_silu_is_refused(act) -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    vision = {"rope_theta": 10000.0} if act is None else {"rope_theta": 10000.0, "hidden_act": act}
+    with pytest.raises(NotImplementedError, match="hidden_act='gelu': mlx-vlm's Pixtral tower gates its feed-forward"):
+        projector_for({"model_type": "mistral3", "vision_config": vision})
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        ({"vision_config": {"model_type": "clip_vision_model"}}, "llava with a 'clip_vision_model' vision tower"),
+        ({"spatial_merge_size": 2}, "llava with spatial_merge_size=2: Pixtral's tower has no patch merger"),
+        ({"vision_feature_layer": -2}, "llava with vision_feature_layer=-2: llama.cpp's Pixtral reads the last"),
+        ({"projector_hidden_act": "silu"}, "llava with projector_hidden_act='silu': llama.cpp's Pixtral runs gelu"),
+    ],
+)
+def test_a_llava_config_llama_cpp_would_run_differently_is_refused_by_name(config, reason) -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    tower = {"model_type": "pixtral", "rope_theta": 10000.0, "hidden_act": "silu"}
+    with pytest.raises(NotImplementedError, match=reason):
+        projector_for({"model_type": "llava", "vision_config": tower, **config})
+
+
+def test_the_hubs_pixtral_as_llava_gets_the_pixtral_projector_without_a_patch_merger(tmp_path) -> None:
+    import gguf
+
+    from tools.kits.tiny_vlm_model import build_tiny_pixtral_as_hub
+    from unsloth import FastVisionModel
+
+    model, processor = FastVisionModel.from_pretrained(str(build_tiny_pixtral_as_hub(tmp_path / "model")))
+    paths = model.save_pretrained_gguf(str(tmp_path / "gguf"), processor, quantization_method="f16")
+    language, projector = (gguf.GGUFReader(str(path)) for path in paths)
+    assert _value(language, "general.architecture") == "llama"
+    assert "output.weight" in {tensor.name for tensor in language.tensors}  # the llava language model's own head
+    assert _value(projector, "clip.projector_type") == "pixtral"
+    assert "clip.vision.spatial_merge_size" not in projector.fields  # llama.cpp's Pixtral then merges nothing
+    blocks = {f"v.blk.{block}.{part}.weight" for block in range(2) for part in _PIXTRAL_BLOCK}
+    expected = blocks | {"v.patch_embd.weight", "v.pre_ln.weight", "v.token_embd.img_break"}
+    assert {tensor.name for tensor in projector.tensors} == expected | {
+        f"mm.{n}.{k}" for n in (1, 2) for k in ("weight", "bias")
+    }
+
+
+# A Pixtral block's tensors as llama.cpp's converter names them.
+_PIXTRAL_BLOCK = ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate", "ffn_up", "ffn_down", "ln1", "ln2")
 
 
 def test_lfm2_vl_gets_llama_cpps_lfm2_projector_with_its_linear_patch_embedding(tmp_path) -> None:
@@ -369,3 +419,125 @@ def test_a_qwen3_vl_language_model_with_sections_not_interleaved_is_refused_by_n
     config = {"model_type": "qwen3_vl", "text_config": {**text, "head_dim": 16, "rope_scaling": rope}}
     with pytest.raises(NotImplementedError, match="mrope_interleaved=False: llama.cpp's qwen3vl interleaves"):
         check_request(config, tmp_path, ["f16"])
+
+
+# The Qwen 3 VL projector's tensors as llama.cpp's converter names them for a two-block tower (`Qwen3VLVisionModel`).
+_QWEN3VL_TOWER = {
+    f"v.blk.{block}.{part}.{kind}"
+    for block in range(2)
+    for part in ("attn_qkv", "attn_out", "ffn_up", "ffn_down", "ln1", "ln2")
+    for kind in ("weight", "bias")
+} | {"v.patch_embd.weight", "v.patch_embd.weight.1", "v.patch_embd.bias", "v.position_embd.weight"}
+_QWEN3VL_MERGER = {"v.post_ln.weight", "v.post_ln.bias", "mm.0.weight", "mm.0.bias", "mm.2.weight", "mm.2.bias"}
+_DEEPSTACK_0 = {f"v.deepstack.0.{part}.{kind}" for part in ("norm", "fc1", "fc2") for kind in ("weight", "bias")}
+
+
+@pytest.mark.parametrize(
+    ("builder", "architecture", "deepstack", "language_tensors"),
+    [
+        (
+            "build_tiny_qwen3_vl_moe",
+            "qwen3vlmoe",
+            [True, False],
+            {"blk.1.ffn_gate_exps.weight", "blk.1.ffn_gate_inp.weight"},
+        ),
+        ("build_tiny_qwen3_5", "qwen35", [False, False], {"blk.0.ssm_conv1d.weight", "blk.1.attn_q.weight"}),
+        (
+            "build_tiny_qwen3_5_moe",
+            "qwen35moe",
+            [False, False],
+            {"blk.0.ffn_up_exps.weight", "blk.0.ffn_gate_inp_shexp.weight"},
+        ),
+    ],
+)
+def test_qwen3_vl_moe_and_qwen3_5_get_the_qwen3vl_projector_beside_their_language_model(
+    tmp_path, builder, architecture, deepstack, language_tensors
+) -> None:
+    from tools.kits import tiny_vlm_model
+
+    language, projector, weights = _qwen_exported(getattr(tiny_vlm_model, builder)(tmp_path / "model"))
+    assert _value(language, "general.architecture") == architecture
+    assert language_tensors <= {tensor.name for tensor in language.tensors}
+    assert not any(tensor.name.startswith(("v.", "mm.")) for tensor in language.tensors)
+    assert _value(projector, "clip.projector_type") == "qwen3vl_merger"
+    assert _value(projector, "clip.use_gelu") is True
+    assert _value(projector, "clip.vision.spatial_merge_size") == 2
+    assert _value(projector, "clip.vision.image_size") == 64
+    # llama.cpp's converter writes the flags for every block, all false where the tower has no deepstack mergers.
+    assert list(_value(projector, "clip.vision.is_deepstack_layers")) == deepstack
+    names = {tensor.name for tensor in projector.tensors}
+    assert names == _QWEN3VL_TOWER | _QWEN3VL_MERGER | (_DEEPSTACK_0 if any(deepstack) else set())
+    fused = weights["vision_tower.blocks.1.attn.qkv.weight"]
+    stored = {tensor.name: tensor for tensor in projector.tensors}["v.blk.1.attn_qkv.weight"]
+    np.testing.assert_allclose(np.array(stored.data, dtype=np.float32), fused, atol=1e-3)
+
+
+def test_a_qwen3_vl_moe_language_model_with_dense_layers_is_refused_by_name(tmp_path) -> None:
+    from unsloth.mlx.gguf.export import check_request
+
+    text = {"model_type": "qwen3_vl_moe_text", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True}
+    text = {**text, "head_dim": 16, "rope_scaling": rope, "num_experts": 4, "mlp_only_layers": [1]}
+    with pytest.raises(NotImplementedError, match="qwen3_vl_moe_text with dense layers.*qwen3vlmoe gives every layer"):
+        check_request({"model_type": "qwen3_vl_moe", "text_config": text}, tmp_path, ["f16"])
+
+
+# An Idefics 3 tower block's tensors as llama.cpp's converter names them (SigLIP's, with biases).
+_SIGLIP_BLOCK = ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_down", "ln1", "ln2")
+
+
+@pytest.mark.parametrize("builder", ["build_tiny_idefics3", "build_tiny_smolvlm"])
+def test_idefics3_and_smolvlm_get_the_idefics3_projector_beside_a_llama(tmp_path, builder) -> None:
+    import gguf
+
+    from tools.kits import tiny_vlm_model
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.merged import merged_weights
+
+    model, processor = FastVisionModel.from_pretrained(str(getattr(tiny_vlm_model, builder)(tmp_path / "model")))
+    paths = model.save_pretrained_gguf(str(tmp_path / "gguf"), processor, quantization_method="f16")
+    language, projector = (gguf.GGUFReader(str(path)) for path in paths)
+    assert _value(language, "general.architecture") == "llama"
+    assert {"blk.1.attn_q.weight", "output.weight", "token_embd.weight"} <= {tensor.name for tensor in language.tensors}
+    assert _value(projector, "clip.projector_type") == "idefics3"
+    assert _value(projector, "clip.vision.projector.scale_factor") == 2
+    assert _value(projector, "clip.use_gelu") is True
+    assert _value(projector, "clip.vision.image_size") == 32  # one tile
+    assert _value(projector, "clip.vision.preproc_image_size") == 64  # the processor's longest edge, cut in tiles
+    tensors = {tensor.name: tensor for tensor in projector.tensors}
+    blocks = {
+        f"v.blk.{block}.{part}.{kind}" for block in range(2) for part in _SIGLIP_BLOCK for kind in ("weight", "bias")
+    }
+    embeddings = {"v.patch_embd.weight", "v.patch_embd.bias", "v.position_embd.weight"}
+    assert set(tensors) == blocks | embeddings | {"v.post_ln.weight", "v.post_ln.bias", "mm.model.fc.weight"}
+    # llama.cpp's converter keeps the tower's embeddings in F32, the other matrices in the file's type.
+    assert {tensors[name].tensor_type.name for name in embeddings} == {"F32"}
+    assert tensors["mm.model.fc.weight"].tensor_type.name == "F16"
+    patch = np.array(merged_weights(model)["vision_model.embeddings.patch_embedding.weight"])  # (out, h, w, in)
+    stored = np.array(tensors["v.patch_embd.weight"].data).reshape(patch.shape[0], 3, 8, 8)
+    np.testing.assert_array_equal(stored, patch.transpose(0, 3, 1, 2))
+
+
+def test_a_smolvlm_tower_shaped_by_defaults_is_written_as_mlx_vlm_ran_it() -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    config = {"model_type": "smolvlm", "vision_config": {"model_type": "smolvlm_vision", "hidden_size": 768}}
+    vision = projector_for(config).vision_settings(config)
+    # mlx-vlm's SmolVLM defaults: 12 blocks for a 768-wide tower, a head per 64 dimensions, four times as wide FFN.
+    assert (vision["num_hidden_layers"], vision["num_attention_heads"], vision["intermediate_size"]) == (12, 12, 3072)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_scaling .* mlx-vlm's language model ignores"),
+        ({"rope_traditional": True}, "rope_traditional=True: llama.cpp's llama rotates halves"),
+        ({"head_dim": 32}, "head_dim=32: mlx-vlm's language model sizes its heads"),
+    ],
+)
+def test_an_idefics3_language_model_llama_cpp_would_rotate_differently_is_refused_by_name(text, reason) -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    base = {"hidden_size": 64, "num_attention_heads": 4}
+    with pytest.raises(NotImplementedError, match=reason):
+        projector_for({"model_type": "idefics3", "vision_config": {}, "text_config": {**base, **text}})

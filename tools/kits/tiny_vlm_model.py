@@ -262,6 +262,66 @@ def build_tiny_qwen3_5(folder: str | Path, *, seed: int = 0, vocab_size: int = 5
     return folder
 
 
+def qwen3_vl_moe_config(ids: Dict[str, int]) -> dict:
+    """Qwen 3 VL MoE: Qwen 3 VL's tower and rope over a language model of four experts, two per token."""
+    config = qwen3_vl_config(ids)
+    config.update(model_type="qwen3_vl_moe", architectures=["Qwen3VLMoeForConditionalGeneration"])
+    config["vision_config"] = {**config["vision_config"], "model_type": "qwen3_vl_moe"}
+    config["text_config"] = {
+        **config["text_config"],
+        "model_type": "qwen3_vl_moe_text",
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "norm_topk_prob": True,
+    }
+    return config
+
+
+def qwen3_5_moe_config(ids: Dict[str, int]) -> dict:
+    """Qwen 3.5 MoE: Qwen 3.5's tower and hybrid layers, four experts (two per token) and a gated shared expert."""
+    config = qwen3_5_config(ids)
+    config.update(model_type="qwen3_5_moe", architectures=["Qwen3_5MoeForConditionalGeneration"])
+    config["vision_config"] = {**config["vision_config"], "model_type": "qwen3_5_moe"}
+    text = {key: value for key, value in config["text_config"].items() if key != "intermediate_size"}
+    config["text_config"] = {
+        **text,
+        "model_type": "qwen3_5_moe_text",
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 32,
+        "norm_topk_prob": True,
+    }
+    return config
+
+
+def _build_qwen3_family(folder: str | Path, module: Any, config_of: Any, seed: int, vocab_size: int) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = config_of(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
+    _write_json(folder / "config.json", config)
+    _write_json(folder / "preprocessor_config.json", _qwen3_preprocessor("Qwen3VLProcessor"))
+    _save_weights(folder, _model(module, config, seed))
+    return folder
+
+
+def build_tiny_qwen3_vl_moe(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Qwen 3 VL MoE in `folder`; returns its path."""
+    from mlx_vlm.models import qwen3_vl_moe
+
+    return _build_qwen3_family(folder, qwen3_vl_moe, qwen3_vl_moe_config, seed, vocab_size)
+
+
+def build_tiny_qwen3_5_moe(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny Qwen 3.5 MoE (vision) in `folder`; returns its path."""
+    from mlx_vlm.models import qwen3_5_moe
+
+    return _build_qwen3_family(folder, qwen3_5_moe, qwen3_5_moe_config, seed, vocab_size)
+
+
 def gemma3_config(ids: Dict[str, int]) -> dict:
     """Hugging Face's gemma3 field names: a text config and a SigLIP vision config."""
     tokens_per_image = 4
@@ -368,7 +428,8 @@ def _pixtral_config(ids: Dict[str, int], model_type: str, text: Optional[dict] =
         "vision_feature_layer": -1,
         "vision_feature_select_strategy": "full",
         "projector_hidden_act": "gelu",
-        "spatial_merge_size": 2,
+        # Mistral 3 merges patches; the Hub's Pixtral (llava) has no merger and names no merge size.
+        **({} if model_type == "llava" else {"spatial_merge_size": 2}),
         "vocab_size": ids["__size__"],
         "eos_token_id": ids["<|eos|>"],
         "text_config": {
@@ -395,6 +456,7 @@ def _pixtral_config(ids: Dict[str, int], model_type: str, text: Optional[dict] =
             "image_size": PIXTRAL_IMAGE_SIDE,
             "patch_size": 8,
             "rope_theta": 10000.0,
+            "hidden_act": "silu",  # as the Hub's Pixtral and Mistral 3 checkpoints, and as mlx-vlm always runs it
         },
     }
 
@@ -563,6 +625,123 @@ def build_tiny_mllama(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
 
 LFM2_SPECIAL = ["<|im_start|>", "<|im_end|>", "<image>", "<|image_start|>", "<|image_end|>", "<|img_thumbnail|>"]
 LFM2_IMAGE_SIDE = 64
+
+
+# Idefics 3 / SmolVLM: the image markers its processor writes, each tile's row and column, and the turn end; "\n\n" as
+# one token, as in SmolLM's vocabulary, where llama.cpp's libmtmd looks it up before the overview image.
+IDEFICS3_SPECIAL = [
+    "<fake_token_around_image>",
+    "<image>",
+    "<global-img>",
+    "<end_of_utterance>",
+    *(f"<row_{row}_col_{col}>" for row in (1, 2) for col in (1, 2)),
+]
+IDEFICS3_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ message['role'] | capitalize }}:"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}<image>"
+    "{%- elif part['type'] == 'text' %}{{ part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}<end_of_utterance>\n"
+    "{% endfor %}"
+    "{%- if add_generation_prompt %}Assistant:{% endif %}"
+)
+# One tile of 4 x 4 patches of 8 pixels, pixel-shuffled 2 x 2 into 4 tokens; an image is resized to 2 x 2 tiles and a
+# global view.
+IDEFICS3_TILE = 32
+
+
+def idefics3_config(ids: Dict[str, int], model_type: str = "idefics3") -> dict:
+    """Idefics 3 (or SmolVLM, same layout): a SigLIP tower, pixel shuffle, one linear projection, a Llama."""
+    architecture = "SmolVLMForConditionalGeneration" if model_type == "smolvlm" else "Idefics3ForConditionalGeneration"
+    return {
+        "model_type": model_type,
+        "architectures": [architecture],
+        "image_token_id": ids["<image>"],
+        "scale_factor": 2,
+        "vocab_size": ids["__size__"],
+        "eos_token_id": ids["<end_of_utterance>"],
+        "pad_token_id": ids["<|pad|>"],
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "text_config": {
+            "model_type": "llama",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": ids["__size__"],
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 1024,
+            "tie_word_embeddings": False,
+        },
+        "vision_config": {
+            "model_type": f"{model_type}_vision",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "patch_size": 8,
+            "image_size": IDEFICS3_TILE,
+            "layer_norm_eps": 1e-5,  # what mlx-vlm's post-layernorm runs, whatever the config says
+        },
+    }
+
+
+def build_tiny_idefics3(
+    folder: str | Path, *, seed: int = 0, vocab_size: int = 512, model_type: str = "idefics3"
+) -> Path:
+    """A loadable tiny Idefics 3 (`model_type="smolvlm"`: SmolVLM) in `folder`; returns its path."""
+    import importlib
+
+    module = importlib.import_module(f"mlx_vlm.models.{model_type}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    special = [*IDEFICS3_SPECIAL, "<video>"] if model_type == "smolvlm" else IDEFICS3_SPECIAL  # SmolVLM 2 reads video
+    ids = _write_tokenizer(folder, vocab_size, special, IDEFICS3_TEMPLATE)
+    ids["__size__"] = _add_token(folder, "\n\n")
+    config = idefics3_config(ids, model_type)
+    processor = "SmolVLMProcessor" if model_type == "smolvlm" else "Idefics3Processor"
+    _write_json(folder / "config.json", config)
+    _write_json(
+        folder / "preprocessor_config.json",
+        {
+            "image_processor_type": "SmolVLMImageProcessor" if model_type == "smolvlm" else "Idefics3ImageProcessor",
+            "processor_class": processor,
+            "do_resize": True,
+            "size": {"longest_edge": 2 * IDEFICS3_TILE},
+            "max_image_size": {"longest_edge": IDEFICS3_TILE},
+            "do_image_splitting": True,
+            "resample": 1,
+            "do_rescale": True,
+            "rescale_factor": 1 / 255,
+            "do_normalize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "do_pad": True,
+        },
+    )
+    _write_json(folder / "processor_config.json", {"processor_class": processor, "image_seq_len": 4})
+    _save_weights(folder, _model(module, config, seed))
+    return folder
+
+
+def build_tiny_smolvlm(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny SmolVLM in `folder`; returns its path."""
+    return build_tiny_idefics3(folder, seed=seed, vocab_size=vocab_size, model_type="smolvlm")
+
+
+def _add_token(folder: Path, text: str) -> int:
+    """One more (not special) token in the saved tokenizer, matched whole before the BPE runs; returns its size."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer.add_tokens([text])
+    tokenizer.save_pretrained(str(folder))
+    return len(tokenizer)
 
 
 def build_tiny_lfm2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:

@@ -46,12 +46,13 @@ TEXT_WRAPPERS = {
     "qwen2_vl": ("text_config", "language_model."),
     "qwen2_5_vl": ("text_config", "language_model."),
     "qwen3_vl": ("text_config", "language_model."),
+    "qwen3_vl_moe": ("text_config", "language_model."),
     "gemma3n": ("text_config", "model.language_model."),
 }
 # Wrappers whose language model's weights keep a prefix of their own once the wrapper's is removed.
 _INNER_PREFIX = {"gemma3n": "model."}
 # Wrappers whose language model's GGUF keys read a sub-config of the wrapper's (Qwen 3 VL's deepstack layer count).
-_CARRIED_CONFIGS = {"qwen3_vl": ("vision_config",)}
+_CARRIED_CONFIGS = {"qwen3_vl": ("vision_config",), "qwen3_vl_moe": ("vision_config",)}
 # Wrappers whose outer vocab_size mlx_lm copies into the language model's config.
 _OUTER_VOCAB = {"gemma4"}
 # Wrappers mlx_lm also loads from a flat config, read as their language model's own type.

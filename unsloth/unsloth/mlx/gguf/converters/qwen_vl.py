@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The Qwen VL language models: Qwen 2 VL's and Qwen 2.5 VL's as llama.cpp's qwen2vl (Qwen 2's layers), Qwen 3 VL's
-as qwen3vl (Qwen 3's, its sections interleaved and its tower's deepstack features added to the first layers). Each
+as qwen3vl (Qwen 3's, its sections interleaved and its tower's deepstack features added to the first layers), Qwen 3
+VL MoE's as qwen3vlmoe (the same, with Qwen 3 MoE's experts). Each
 rotates by a multimodal rope whose `mrope_section` llama.cpp reads as `rope.dimension_sections`; text positions are
 equal in every section, so a text-only model rotates as Qwen 2 or Qwen 3 does."""
 
@@ -50,6 +51,7 @@ class QwenVL(Converter):
         return None  # the multimodal rope is written as its sections, refused above when anything else
 
     def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)  # the expert counts, where it has experts
         writer.add_rope_dimension_sections(rope_sections(config))
 
 
@@ -66,8 +68,26 @@ class Qwen3VL(QwenVL):
         writer.add_num_deepstack_layers(deepstack_layers(config))
 
 
+class Qwen3VLMoe(Qwen3VL):
+    def refuse(self, config: Dict[str, Any]) -> None:
+        super().refuse(config)
+        model_type = config.get("model_type")
+        if config.get("norm_topk_prob") is False:
+            raise UnsupportedModel(f"{model_type} with norm_topk_prob=False: llama.cpp always renormalizes the top-k")
+        if config.get("mlp_only_layers") or int(config.get("decoder_sparse_step") or 1) != 1:
+            raise UnsupportedModel(
+                f"{model_type} with dense layers (mlp_only_layers, decoder_sparse_step): llama.cpp's qwen3vlmoe "
+                "gives every layer experts"
+            )
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+
+
 CONVERTERS = {
     "qwen2_vl_text": QwenVL(Family("qwen2vl")),
     "qwen2_5_vl_text": QwenVL(Family("qwen2vl")),
     "qwen3_vl_text": Qwen3VL(Family("qwen3vl")),
+    "qwen3_vl_moe_text": Qwen3VLMoe(Family("qwen3vlmoe")),
 }

@@ -11,7 +11,7 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from .registry import ProjectorFamily, float32, register
+from ..registry import ProjectorFamily, float32, register
 
 _TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.")
 # llama.cpp's converter writes this size for a tower of dynamic resolution; its loader reads the patch grid itself.
@@ -31,7 +31,7 @@ class Lfm2Projector(ProjectorFamily):
     projector_type = "lfm2"
 
     def refuse(self, config: Dict[str, Any]) -> None:
-        from .registry import UnsupportedProjector
+        from ..registry import UnsupportedProjector
 
         if int(config["vision_config"].get("patch_size") or _PATCH) != _PATCH:
             raise UnsupportedProjector(f"lfm2_vl with patch_size other than {_PATCH}: llama.cpp's converter fixes it")

@@ -11,7 +11,7 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from .registry import ProjectorFamily, float32, register
+from ..registry import ProjectorFamily, float32, register
 
 _TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.")
 # llama.cpp reads this many patches per side pooled into one token unless the file says otherwise.

@@ -11,8 +11,8 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
-from ..families import unwrap_text_model
-from .registry import ProjectorFamily, UnsupportedProjector, float32, register
+from ...families import unwrap_text_model
+from ..registry import ProjectorFamily, UnsupportedProjector, float32, register
 
 _TOWER_PREFIX = "vision_tower."
 # What llama.cpp's converter writes for Qwen's checkpoints, which name no image size (the tower takes any; mlx-vlm

@@ -11,8 +11,8 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from ..families import unwrap_text_model
-from .registry import ProjectorFamily, UnsupportedProjector, float32, register
+from ...families import unwrap_text_model
+from ..registry import ProjectorFamily, UnsupportedProjector, float32, register
 
 _TOWER_PREFIXES = ("vision_tower.", "embed_vision.")
 _NOT_LANGUAGE = ("vision_tower.", "embed_vision.", "audio_tower.", "embed_audio.")

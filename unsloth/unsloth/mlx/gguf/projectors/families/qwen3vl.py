@@ -3,7 +3,8 @@
 """Qwen 3 VL's projector (llama.cpp's `qwen3vl`): Qwen 2 VL's two-frame patch embedding, now with a bias and learned
 positions resized to the image, LayerNorm blocks with a fused attention projection and a GELU feed-forward, the final
 merger, and the deepstack mergers whose outputs the language model adds to its first layers; as
-`Qwen3VLVisionModel` in llama.cpp's converter."""
+`Qwen3VLVisionModel` in llama.cpp's converter, which writes the same projector for Qwen 3 VL MoE and Qwen 3.5 (dense
+and MoE, whose towers have no deepstack mergers)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from .qwen2vl import QwenVLProjector, patch_embedding
-from .registry import UnsupportedProjector, float32, register
+from ..registry import UnsupportedProjector, float32, register
 
 _TOWER_PREFIX = "vision_tower."
 _DEEPSTACK = "visual.deepstack_merger_list."
@@ -29,7 +30,7 @@ def _deepstack_indexes(vision: Dict[str, Any]) -> List[int]:
     return [int(index) for index in vision.get("deepstack_visual_indexes") or ()]
 
 
-@register("qwen3_vl")
+@register("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
 class Qwen3VLProjector(QwenVLProjector):
     projector_type = "qwen3vl_merger"  # gguf.VisionProjectorType.QWEN3VL
 
@@ -38,7 +39,7 @@ class Qwen3VLProjector(QwenVLProjector):
         act = config["vision_config"].get("hidden_act", _ACTIVATION)
         if act != _ACTIVATION:
             raise UnsupportedProjector(
-                f"qwen3_vl with vision hidden_act={act!r}: llama.cpp's qwen3vl runs {_ACTIVATION}"
+                f"{config.get('model_type')} with vision hidden_act={act!r}: llama.cpp's qwen3vl runs {_ACTIVATION}"
             )
 
     def vision_settings(self, config: Dict[str, Any]) -> Dict[str, Any]:
@@ -68,7 +69,7 @@ class Qwen3VLProjector(QwenVLProjector):
             else:
                 target = names.get_name(name, try_suffixes=(".weight", ".bias"))
                 if target is None:
-                    raise KeyError(f"no llama.cpp mmproj tensor for qwen3_vl's weight {name!r}")
+                    raise KeyError(f"no llama.cpp mmproj tensor for {config.get('model_type')}'s weight {name!r}")
                 tensors[target] = data
         return tensors
 
@@ -79,8 +80,8 @@ class Qwen3VLProjector(QwenVLProjector):
         if "spatial_merge_size" in vision:
             writer.add_vision_spatial_merge_size(int(vision["spatial_merge_size"]))
         deepstack = set(_deepstack_indexes(vision))
-        if deepstack:
-            writer.add_vision_is_deepstack_layers([block in deepstack for block in range(int(vision["depth"]))])
+        # Written for every block, all false in a tower without deepstack mergers (Qwen 3.5), as llama.cpp's converter.
+        writer.add_vision_is_deepstack_layers([block in deepstack for block in range(int(vision["depth"]))])
 
 
 def _merger_name(name: str, vision: Dict[str, Any]) -> str:
@@ -95,5 +96,5 @@ def _merger_name(name: str, vision: Dict[str, Any]) -> str:
 def _split_merger(name: str) -> Tuple[str, str]:
     *_, part, suffix = name.split(".")
     if part not in _MERGER:
-        raise KeyError(f"no llama.cpp mmproj tensor for qwen3_vl's weight {name!r}")
+        raise KeyError(f"no llama.cpp mmproj tensor for a Qwen 3 VL merger's weight {name!r}")
     return part, suffix
