@@ -3,12 +3,15 @@ the notebooks' models have it, and refuses by name each setting llama.cpp's grap
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tools.kits.tiny_embedding_model import FAMILIES, IDENTITY, TANH
 from unsloth.mlx.gguf.convert import family_for
-from unsloth.mlx.gguf.converters.embeddings import DENSE_KEY
+from unsloth.mlx.gguf.converters.embeddings import DENSE_KEY, EMBEDDING_CONVERTERS
 from unsloth.mlx.gguf.families import POOLING_KEY, UnsupportedModel
+from unsloth.mlx.gguf.vocabularies import embedding_vocabulary_keys
 
 ARCHITECTURES = {
     "bert": "bert",
@@ -61,3 +64,20 @@ def test_the_text_models_sharing_a_type_keep_their_own_converter() -> None:
 def test_what_llama_cpp_would_run_differently_is_refused_by_name(family: str, changes: dict, message: str) -> None:
     with pytest.raises(UnsupportedModel, match=message):
         family_for(config_of(family, **changes))
+
+
+def _tokenizer_folder(tmp_path, spec: dict):
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    return tmp_path
+
+
+def test_a_tokenizer_kind_not_checked_for_the_family_is_refused_by_name(tmp_path) -> None:
+    folder = _tokenizer_folder(tmp_path, {"model": {"type": "WordPiece", "vocab": {}}})
+    with pytest.raises(UnsupportedModel, match="checked with llama.cpp for BPE tokenizers, not 'WordPiece'"):
+        embedding_vocabulary_keys(folder, 8, EMBEDDING_CONVERTERS["qwen3"].vocabularies)
+
+
+def test_a_unigram_normalizer_llama_cpp_does_not_apply_is_refused_by_name(tmp_path) -> None:
+    spec = {"model": {"type": "Unigram", "vocab": [["<unk>", 0.0]], "unk_id": 0}, "normalizer": {"type": "NFD"}}
+    with pytest.raises(UnsupportedModel, match=r"does not apply the normalizers \['NFD'\]"):
+        embedding_vocabulary_keys(_tokenizer_folder(tmp_path, spec), 8, ("Unigram",))

@@ -19,11 +19,13 @@ TARGETS = {
     "qwen3": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "gemma3_text": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 }
-# The last row runs past ModernBERT's local window (16) and EmbeddingGemma's sliding window (8).
+# The fourth row is one NFKC and space collapsing change (full-width letters, a ligature, doubled spaces); the last
+# runs past ModernBERT's local window (16) and EmbeddingGemma's sliding window (8).
 TEXTS = [
     "The sun rises in the east.",
     "Rice needs water, heat and time.",
     "hi",
+    "Ｔｈｅ  ﬁne  rice",
     "A comet's tail points away from the sun because the solar wind pushes it outward, whatever way it moves.",
 ]
 
