@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -301,12 +301,20 @@ def _write_modules(folder: Path, family: TinyEmbeddingFamily, max_seq_length: in
 
 
 def build_tiny_embedding_model(
-    folder: str | Path, family: str = "bert", *, seed: int = 0, max_seq_length: Optional[int] = 64
+    folder: str | Path,
+    family: str = "bert",
+    *,
+    seed: int = 0,
+    max_seq_length: Optional[int] = 64,
+    config_overrides: Optional[Dict[str, Any]] = None,
 ) -> Path:
-    """Write the tiny `family` embedding model into `folder` (created if missing) and return its path."""
+    """Write the tiny `family` embedding model into `folder` (created if missing) and return its path;
+    `config_overrides` resizes the backbone (the benchmark's larger shapes), the vocabulary excepted."""
     import mlx.core as mx
 
     row = FAMILIES[family]
+    if config_overrides:
+        row = replace(row, config={**row.config, **config_overrides})
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     vocab = row.config["vocab_size"]
