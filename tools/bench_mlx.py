@@ -26,6 +26,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from tools.bench_mlx_depth import add_depth_arguments  # noqa: E402  (after the path that finds `tools`)
+from tools.bench_mlx_embeddings import add_embedding_arguments  # noqa: E402
 from tools.bench_mlx_inputs import fresh_lora_model, token_rows  # noqa: E402
 from tools.bench_mlx_shapes import add_shape_arguments  # noqa: E402
 
@@ -159,6 +160,12 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
 
         (workdir / "vision").mkdir()
         vision = measure_vision(options, workdir / "vision")
+    embeddings = None
+    if getattr(options, "embedding_steps", 0) > 0:
+        from tools.bench_mlx_embeddings import measure_embeddings
+
+        (workdir / "embeddings").mkdir()
+        embeddings = measure_embeddings(workdir / "embeddings", options)
     shapes = None
     if options.shapes:
         from tools.bench_mlx_shapes import measure_shapes
@@ -172,6 +179,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
             "grpo": grpo,
             "dpo": dpo,
             "vision": vision,
+            "embeddings": embeddings,
             "shapes": shapes,
         }
     positions = options.batch * (options.seq_len - 1) * options.steps
@@ -201,6 +209,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "grpo": grpo,
         "dpo": dpo,
         "vision": vision,
+        "embeddings": embeddings,
         "shapes": shapes,
     }
 
@@ -239,6 +248,11 @@ def format_table(result: dict) -> str:
         from tools.bench_mlx_vision import format_vision_table
 
         lines += ["", format_vision_table(result["vision"])] if lines else [format_vision_table(result["vision"])]
+    if result.get("embeddings"):
+        from tools.bench_mlx_embeddings import format_embeddings_table
+
+        table = format_embeddings_table(result["embeddings"])
+        lines += ["", table] if lines else [table]
     if result.get("shapes"):
         from tools.bench_mlx_shapes import format_shapes_table
 
@@ -282,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vision-steps", type=int, default=0, help="timed vision SFT steps against mlx-vlm's trainer (0: skip)"
     )
+    add_embedding_arguments(parser)
     add_shape_arguments(parser)
     add_depth_arguments(parser)
     options = parser.parse_args(argv)
@@ -293,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         options.grpo_prompts = 0
         options.dpo_steps = 0
         options.vision_steps = 0
+        options.embedding_steps = 0
         options.shapes = ""
         options.depth_shapes = ""
     from tools.bench_mlx_dpo import lora_available
@@ -305,6 +321,16 @@ def main(argv: list[str] | None = None) -> int:
             )
     elif options.dpo_steps > 0 and not lora_available():
         print(f"--dpo-steps {options.dpo_steps} needs mlx-lm-lora: pip install mlx-lm-lora", file=sys.stderr)
+        return 2
+    from tools.bench_mlx_embeddings import embeddings_available
+
+    missing = embeddings_available()
+    if options.embedding_steps is None:
+        options.embedding_steps = 0 if missing else 10
+        if missing:
+            print(f"{missing}: the embedding row is skipped (`nox -s bench_mlx` installs it)", file=sys.stderr)
+    elif options.embedding_steps > 0 and missing:
+        print(f"--embedding-steps {options.embedding_steps} needs {missing.split(' is ')[0]}", file=sys.stderr)
         return 2
     from tools.bench_mlx_vision import settle_vision_steps
 

@@ -89,9 +89,12 @@ def test_refusals_name_what_cannot_run(bert_folder, tmp_path) -> None:
         FastSentenceTransformer.from_pretrained(str(bert_folder), load_in_4bit=True)
     with pytest.raises(NotImplementedError, match="q4_k_m"):
         model.save_pretrained_gguf(str(tmp_path / "gguf"), quantization_method="q4_k_m")
-    qwen3 = FastSentenceTransformer.from_pretrained(str(build_tiny_embedding_model(tmp_path / "qwen3", "qwen3")))
-    with pytest.raises(NotImplementedError, match="'qwen3' embedding model.*last-token pooling"):
-        qwen3.save_pretrained_gguf(str(tmp_path / "gguf"))
+    max_pooled = build_tiny_embedding_model(tmp_path / "max", "bert")
+    pooling = json.loads((max_pooled / "1_Pooling" / "config.json").read_text())
+    pooling.update(pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True)
+    (max_pooled / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    with pytest.raises(NotImplementedError, match="llama.cpp pools an embedding model by mean, cls, lasttoken"):
+        FastSentenceTransformer.from_pretrained(str(max_pooled)).save_pretrained_gguf(str(tmp_path / "gguf"))
     assert not (tmp_path / "gguf").exists()
     with pytest.raises(NotImplementedError, match="train_datasets"):
         model.push_to_hub("me/model", train_datasets=["pairs"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -27,7 +27,9 @@ class TinyEmbeddingFamily:
 
     config: Dict[str, Any]
     pooling: str
-    tokenizer: str  # "wordpiece" (BERT's [CLS] x [SEP]) or "bpe" (an EOS appended, left padding)
+    # "wordpiece" (BERT's [CLS] x [SEP]), "sentencepiece" (XLM-RoBERTa's unigram <s> x </s>), "bpe" (an EOS appended,
+    # left padding) or "bpe-right"
+    tokenizer: str
     normalize: bool = False
     dense: Tuple[Tuple[int, int, str], ...] = ()
     prompts: Dict[str, str] = field(default_factory=dict)
@@ -83,7 +85,10 @@ def _xlm_roberta_config() -> Dict[str, Any]:
         "architectures": ["XLMRobertaModel"],
         "type_vocab_size": 1,
         "layer_norm_eps": 1e-5,
-        # Positions start after the pad id, as XLM-RoBERTa counts them.
+        # XLM-RoBERTa's ids: <s> 0, <pad> 1, </s> 2; positions start after the pad id.
+        "bos_token_id": 0,
+        "pad_token_id": 1,
+        "eos_token_id": 2,
         "max_position_embeddings": 130,
     }
 
@@ -148,7 +153,7 @@ FAMILIES: Dict[str, TinyEmbeddingFamily] = {
     "bert": TinyEmbeddingFamily(_bert_config(), "mean", "wordpiece", normalize=True),
     # Qwen3-Embedding: last-token pooling over left-padded rows, normalized, query prompt.
     # BGE-M3: XLM-RoBERTa, CLS pooling, normalized.
-    "xlm-roberta": TinyEmbeddingFamily(_xlm_roberta_config(), "cls", "wordpiece", normalize=True),
+    "xlm-roberta": TinyEmbeddingFamily(_xlm_roberta_config(), "cls", "sentencepiece", normalize=True),
     # gte-modernbert-base: ModernBERT, CLS pooling, normalized; rows longer than its local window of 16.
     "modernbert": TinyEmbeddingFamily(_modernbert_config(), "cls", "wordpiece", normalize=True),
     # EmbeddingGemma: bidirectional Gemma 3, mean pooling, two Dense layers (up 4x and back), query/document prompts.
@@ -190,6 +195,33 @@ def _wordpiece_tokenizer(vocab_size: int) -> Any:
         sep_token="[SEP]",
         mask_token="[MASK]",
     )
+
+
+def _sentencepiece_tokenizer(vocab_size: int) -> Any:
+    """BGE-M3's kind: a SentencePiece unigram model (NFKC charsmap) that transformers converts to XLM-RoBERTa's
+    fast tokenizer, its ids shifted past <s> <pad> </s> <unk> and <mask> appended."""
+    import shutil
+    import tempfile
+
+    import sentencepiece
+    from transformers import XLMRobertaTokenizer
+
+    from tools.kits.tokenizer_kit import read_corpus_texts
+
+    lines = [line for text in read_corpus_texts() for line in text.splitlines() if line.strip()]
+    with tempfile.TemporaryDirectory() as tmp:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_prefix=f"{tmp}/spm",
+            vocab_size=vocab_size - 2,  # XLM-RoBERTa adds <pad> and <mask> to the model's own pieces
+            model_type="unigram",
+            normalization_rule_name="nmt_nfkc",
+            num_threads=1,
+            minloglevel=2,
+        )
+        Path(tmp, "source").mkdir()
+        shutil.copyfile(f"{tmp}/spm.model", f"{tmp}/source/sentencepiece.bpe.model")
+        return XLMRobertaTokenizer.from_pretrained(f"{tmp}/source")
 
 
 def _bpe_tokenizer(vocab_size: int, padding_side: str = "left") -> Any:
@@ -269,17 +301,27 @@ def _write_modules(folder: Path, family: TinyEmbeddingFamily, max_seq_length: in
 
 
 def build_tiny_embedding_model(
-    folder: str | Path, family: str = "bert", *, seed: int = 0, max_seq_length: Optional[int] = 64
+    folder: str | Path,
+    family: str = "bert",
+    *,
+    seed: int = 0,
+    max_seq_length: Optional[int] = 64,
+    config_overrides: Optional[Dict[str, Any]] = None,
 ) -> Path:
-    """Write the tiny `family` embedding model into `folder` (created if missing) and return its path."""
+    """Write the tiny `family` embedding model into `folder` (created if missing) and return its path;
+    `config_overrides` resizes the backbone (the benchmark's larger shapes), the vocabulary excepted."""
     import mlx.core as mx
 
     row = FAMILIES[family]
+    if config_overrides:
+        row = replace(row, config={**row.config, **config_overrides})
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     vocab = row.config["vocab_size"]
     if row.tokenizer == "wordpiece":
         tokenizer = _wordpiece_tokenizer(vocab)
+    elif row.tokenizer == "sentencepiece":
+        tokenizer = _sentencepiece_tokenizer(vocab)
     else:
         tokenizer = _bpe_tokenizer(vocab, "right" if row.tokenizer == "bpe-right" else "left")
     tokenizer.model_max_length = max_seq_length

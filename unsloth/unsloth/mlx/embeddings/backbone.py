@@ -69,39 +69,14 @@ class Backbone:
     token_states: TokenStates
     # Children of mlx-embeddings' model that the ST folder keeps elsewhere (EmbeddingGemma's Dense layers).
     dropped: Tuple[str, ...] = ()
-    # Why save_pretrained_gguf refuses the family; empty where its GGUF is written and checked with llama.cpp.
-    gguf_refusal: str = ""
 
 
 BACKBONES: Dict[str, Backbone] = {
     "bert": Backbone("encoder.layer", "", _bert_states),
-    "xlm-roberta": Backbone(
-        "encoder.layer",
-        "",
-        _bert_states,
-        gguf_refusal="llama.cpp reads XLM-RoBERTa with a SentencePiece (UGM) vocabulary and positions offset past "
-        "the padding id, which are not written here yet",
-    ),
-    "modernbert": Backbone(
-        "model.layers",
-        "model.",
-        _modernbert_states,
-        gguf_refusal="llama.cpp's modern-bert graph (local and global layers, each with its own rope base) is not "
-        "written or checked against this forward here yet",
-    ),
-    "qwen3": Backbone(
-        "model.layers",
-        "model.",
-        _decoder_states,
-        gguf_refusal="Qwen3-Embedding's last-token pooling over a qwen3 file is not written or checked here yet",
-    ),
-    "gemma3_text": Backbone(
-        "model.layers",
-        "model.",
-        _gemma3_states,
-        dropped=("dense",),
-        gguf_refusal="EmbeddingGemma's gemma-embedding architecture with its two Dense layers is not written here yet",
-    ),
+    "xlm-roberta": Backbone("encoder.layer", "", _bert_states),
+    "modernbert": Backbone("model.layers", "model.", _modernbert_states),
+    "qwen3": Backbone("model.layers", "model.", _decoder_states),
+    "gemma3_text": Backbone("model.layers", "model.", _gemma3_states, dropped=("dense",)),
 }
 
 

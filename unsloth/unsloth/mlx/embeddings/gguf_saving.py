@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""`save_pretrained_gguf` and `push_to_hub_gguf` for an embedding model: the backbone (LoRA folded in) written by
-the GGUF exporter's converter for its family, with the folder's pooling as llama.cpp's pooling key.
+"""`save_pretrained_gguf` and `push_to_hub_gguf` for an embedding model: the backbone (LoRA folded in) and its
+Dense layers written by the family's embedding converter (`gguf/converters/embeddings.py`), with the folder's pooling
+as llama.cpp's pooling key.
 
-llama.cpp's embedding output is the pooled token states; it normalizes them itself when asked (llama-cpp-python's
-`embed(normalize=True)`), so a Normalize module needs no tensor. Dense layers have no place in a `bert` file and
-are refused, as are the families whose `Backbone.gguf_refusal` says why.
+llama.cpp's embedding output is the pooled token states (after the Dense layers, where the family has a slot for
+them); it normalizes them itself when asked (llama-cpp-python's `embed(normalize=True)`), so a Normalize module needs
+no tensor.
 """
 
 from __future__ import annotations
@@ -13,30 +14,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import MethodType
-from typing import Any, List
+from typing import Any, Dict, List
 
 import mlx.core as mx
 import numpy as np
 
 from ..gguf.convert import family_for, gguf_tensors, write_gguf
-from ..gguf.converters.bert import POOLING_KEY, POOLING_TYPES, wordpiece_keys
+from ..gguf.converters.embeddings import DENSE_KEY
+from ..gguf.families import POOLING_KEY
 from ..gguf.file_types import UNIFORM_TYPES, file_label, llama_file_type, resolve_method
+from ..gguf.registry import embedding_converters
+from ..gguf.vocabularies import embedding_vocabulary_keys
 from ..models import hub
-from .backbone import backbone_for, hub_names
+from .backbone import hub_names
 from .saving import merged_backbone_weights
 
 
 def _refuse(model: Any, methods: List[str]) -> None:
-    model_type = model.config.model_type
-    reason = backbone_for(model_type).gguf_refusal
-    if reason:
-        raise NotImplementedError(f"save_pretrained_gguf for a {model_type!r} embedding model on MLX: {reason}")
-    if model.spec.dense:
-        raise NotImplementedError("save_pretrained_gguf on MLX: llama.cpp's bert file has no place for Dense layers")
-    if len(model.spec.pooling) != 1 or model.spec.pooling[0] not in POOLING_TYPES:
+    if len(model.spec.pooling) != 1:
         raise NotImplementedError(
-            f"save_pretrained_gguf on MLX: llama.cpp pools by {', '.join(POOLING_TYPES)}, "
-            f"not {'+'.join(model.spec.pooling)}"
+            f"save_pretrained_gguf on MLX: llama.cpp pools by one mode, not {'+'.join(model.spec.pooling)}"
         )
     for method in methods:
         if method not in UNIFORM_TYPES:
@@ -44,6 +41,23 @@ def _refuse(model: Any, methods: List[str]) -> None:
                 f"save_pretrained_gguf(quantization_method={method!r}) for an embedding model on MLX: "
                 f"one of {', '.join(UNIFORM_TYPES)}"
             )
+
+
+def export_config(model: Any) -> Dict[str, Any]:
+    """The backbone's config with the folder's pooling and Dense shapes, as the embedding converters read them."""
+    config = json.loads((model.source_folder() / "config.json").read_text(encoding="utf-8"))
+    config[POOLING_KEY] = model.spec.pooling[0]
+    config[DENSE_KEY] = [
+        {"in": layer.in_features, "out": layer.out_features, "bias": layer.bias, "activation": layer.activation}
+        for layer in model.spec.dense
+    ]
+    return config
+
+
+def _weights(model: Any) -> Dict[str, np.ndarray]:
+    weights = hub_names(model.config.model_type, merged_backbone_weights(model))
+    weights.update({f"dense.{index}.weight": layer.linear.weight for index, layer in enumerate(model.dense)})
+    return {name: np.array(value.astype(mx.float32)) for name, value in weights.items()}
 
 
 def save_pretrained_gguf(
@@ -55,15 +69,14 @@ def save_pretrained_gguf(
     requested = quantization_method if isinstance(quantization_method, (list, tuple)) else [quantization_method]
     methods = [resolve_method(method) for method in requested]
     _refuse(model, methods)
-    config = json.loads((model.source_folder() / "config.json").read_text(encoding="utf-8"))
-    config[POOLING_KEY] = model.spec.pooling[0]
+    config = export_config(model)
     family_for(config)  # the converter's own refusals, before anything is written
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
     (tokenizer or model.tokenizer).save_pretrained(str(folder))
-    weights = hub_names(model.config.model_type, merged_backbone_weights(model))
-    tensors = gguf_tensors({name: np.array(value.astype(mx.float32)) for name, value in weights.items()}, config)
-    keys = wordpiece_keys(folder, int(config["vocab_size"]))
+    converter = embedding_converters()[config["model_type"]]
+    keys = embedding_vocabulary_keys(folder, int(config["vocab_size"]), converter.vocabularies)
+    tensors = gguf_tensors(_weights(model), config)
     paths = []
     for method in dict.fromkeys(methods):
         path = folder / f"unsloth.{file_label(method)}.gguf"

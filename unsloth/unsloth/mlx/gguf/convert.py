@@ -19,20 +19,32 @@ import numpy as np
 from .converters.base import Converter, interleave_rotary_rows
 from .converters.base import rope_base as _base_rope, rope_scaling as _rope_scaling
 from .coverage import verdict
-from .families import Family, UnsupportedModel
-from .registry import FAMILIES, converter_for
+from .families import POOLING_KEY, Family, UnsupportedModel
+from .registry import FAMILIES, converter_for, embedding_converters
 from .tokenizer import TokenizerKeys
 
 
 def _converter(config: Dict[str, Any]) -> Converter:
     """The registered converter of the config's model type; an unregistered type is refused with the table's reason."""
     model_type = str(config.get("model_type"))
+    if config.get(POOLING_KEY):
+        return _embedding_converter(model_type)
     converter = converter_for(model_type)
     if converter is None:
         reason = verdict(model_type, config.get("architectures") or ()).reason
         raise UnsupportedModel(
             f"GGUF export on MLX cannot write model_type {model_type!r}: {reason} (docs/gguf.md lists every type; "
             f"exported: {', '.join(sorted(FAMILIES))})"
+        )
+    return converter
+
+
+def _embedding_converter(model_type: str) -> Converter:
+    converter = embedding_converters().get(model_type)
+    if converter is None:
+        raise UnsupportedModel(
+            f"GGUF export on MLX cannot write a {model_type!r} embedding model "
+            f"(exported: {', '.join(sorted(embedding_converters()))})"
         )
     return converter
 

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 
+# An embedding export's sentence pooling, kept by sentence-transformers outside config.json (`1_Pooling`): its saver
+# passes it in the config under this key, which also picks the embedding converters (`registry`).
+POOLING_KEY = "sentence_pooling"
+
+
 class UnsupportedModel(NotImplementedError):
     """The model's architecture or one of its settings has no GGUF form here."""
 

@@ -24,10 +24,12 @@ class Gemma3(Converter):
     def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
         super().write_keys(writer, config, family)
         writer.add_sliding_window(int(config.get("sliding_window") or 512))
-        writer.add_array("gemma3.attention.sliding_window_pattern", _sliding_layers(config))
-        writer.add_float32("gemma3.rope.freq_base_swa", self.rope_base(config, local=True))
+        writer.add_sliding_window_pattern(_sliding_layers(config))
+        writer.add_rope_freq_base_swa(self.rope_base(config, local=True))
         if config.get("final_logit_softcapping"):
-            writer.add_float32("gemma3.final_logit_softcapping", float(config["final_logit_softcapping"]))
+            writer.add_float32(
+                f"{family.architecture}.final_logit_softcapping", float(config["final_logit_softcapping"])
+            )
 
 
 def _sliding_layers(config: Dict[str, Any]) -> List[bool]:
