@@ -308,6 +308,34 @@ GENERIC_FAMILIES = {
 }
 
 
+# Families checked untrained in f32 against llama.cpp (tests/mlx_api/with_llama_cpp/test_gguf_untrained_families_...).
+UNTRAINED_FAMILIES = {
+    # GLM-4 (glm-4-9b-chat-hf): fused gate and up rows, query/key/value biases, whole heads rotated in adjacent pairs.
+    "glm": lambda: _generic("glm", "GlmForCausalLM", head_dim=64, attention_bias=True, tie_word_embeddings=False),
+    # Qwen3-Next: a gated delta-net block with two value heads per key head, then a gated attention block rotating a
+    # quarter of each head; four experts (two per token, renormalized) beside a gated shared expert in each.
+    "qwen3_next": lambda: _generic(
+        "qwen3_next",
+        "Qwen3NextForCausalLM",
+        head_dim=64,
+        partial_rotary_factor=0.25,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=32,
+        linear_value_head_dim=32,
+        linear_conv_kernel_dim=4,
+        full_attention_interval=2,
+        **_EXPERTS,
+        norm_topk_prob=True,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        moe_intermediate_size=WIDTH,
+        shared_expert_intermediate_size=WIDTH,
+        tie_word_embeddings=False,
+    ),
+}
+
+
 def ministral3_config() -> dict:
     """Ministral 3's text model: llama's layout, YaRN in `rope_parameters` and Llama 4's attention temperature, with
     an original context short enough that the test prompt passes it."""

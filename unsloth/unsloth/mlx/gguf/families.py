@@ -92,6 +92,4 @@ NOTES: Dict[str, str] = {
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
     "phimoe": "llama.cpp's phimoe routes by a renormalized softmax top-k, mlx_lm's by PhiMoE's sparsemixer, so the "
     "exported model would pick and weigh its experts differently",
-    "glm": "mlx_lm's glm rotates the whole head and llama.cpp's chatglm the config's partial_rotary_factor of it, so "
-    "the exported model would run differently",
 }
