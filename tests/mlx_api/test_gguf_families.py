@@ -287,3 +287,61 @@ def test_olmo3_writes_its_sliding_layers_as_llama_cpp_reads_them(tmp_path):
     # mlx_lm's default without layer_types: every 4th layer global.
     assert list(reader.fields["olmo2.attention.sliding_window_pattern"].contents()) == [True, True, True, False]
     assert reader.fields["olmo2.attention.sliding_window"].contents() == 8
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        ("glm", {"head_dim": 32}, "glm with head_dim 32 x 4 heads != hidden_size 256"),
+        ("qwen3_next", {"linear_value_head_dim": 64}, "linear_key_head_dim 32 != linear_value_head_dim 64"),
+        ("qwen3_next", {"mlp_only_layers": [0]}, "llama.cpp's qwen3next loads experts in every layer"),
+        ("qwen3_next", {"decoder_sparse_step": 2}, "llama.cpp's qwen3next loads experts in every layer"),
+        ("qwen3_next", {"norm_topk_prob": False}, "qwen3_next with norm_topk_prob=False"),
+        ("qwen3_next", {"attention_bias": True}, "qwen3_next with attention_bias=True"),
+        ("qwen3_next", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "qwen3_next with rope type 'yarn'"),
+        ("llama4", {"attention_chunk_size": 4096}, "llama4 with attention_chunk_size=4096"),
+        ("llama4", {"floor_scale": 4096}, "llama4 with floor_scale=4096"),
+        ("llama4", {"attn_scale": 0.2}, "llama4 with attn_scale=0.2"),
+        ("llama4", {"attn_temperature_tuning": 0}, "llama4 with attn_temperature_tuning off"),
+        ("llama4", {"use_qk_norm": False}, "llama4 with use_qk_norm=False and 4 experts"),
+        ("llama4", {"attention_bias": True}, "llama4 with attention_bias=True"),
+    ],
+)
+def test_a_setting_an_untrained_checked_family_cannot_honour_is_refused_by_name(name, change, message):
+    from tools.kits.tiny_gguf_families import UNTRAINED_FAMILIES
+    from unsloth.mlx.gguf.convert import UnsupportedModel, family_for
+    from unsloth.mlx.gguf.families import unwrap_text_model
+
+    config = unwrap_text_model(UNTRAINED_FAMILIES[name]())[0]
+    family_for(config)  # the kit's own config is exported
+    with pytest.raises(UnsupportedModel, match=message):
+        family_for({**config, **change})
+
+
+def test_llama4_text_alone_is_refused_as_mlx_lm_runs_it_dense():
+    from unsloth.mlx.gguf.convert import UnsupportedModel, family_for
+
+    with pytest.raises(UnsupportedModel, match="mlx_lm's llama4_text is a dense model"):
+        family_for({"model_type": "llama4_text", "architectures": ["Llama4ForCausalLM"]})
+
+
+def test_glm_writes_the_whole_head_rotated_as_mlx_lm_runs_it(tmp_path):
+    import gguf
+
+    from tools.kits.tiny_gguf_families import UNTRAINED_FAMILIES
+    from unsloth.mlx.gguf.convert import write_hyperparameters
+
+    # glm-4-9b-chat-hf's config says half, with a linear scaling; mlx_lm's glm reads neither.
+    config = {
+        **UNTRAINED_FAMILIES["glm"](),
+        "partial_rotary_factor": 0.5,
+        "rope_scaling": {"type": "linear", "factor": 2.0},
+    }
+    writer = gguf.GGUFWriter(str(tmp_path / "keys.gguf"), "chatglm")
+    write_hyperparameters(writer, config)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    reader = gguf.GGUFReader(str(tmp_path / "keys.gguf"))
+    assert reader.fields["chatglm.rope.dimension_count"].contents() == 64
+    assert "chatglm.rope.scaling.type" not in reader.fields

@@ -308,6 +308,69 @@ GENERIC_FAMILIES = {
 }
 
 
+def llama4_config() -> dict:
+    """Llama 4 as published (the wrapper whose language model mlx_lm loads alone): four layers, the 4th global
+    without rope, experts in every 2nd (top-1 of four beside a shared one), Scout's llama3 rope scaling."""
+    text = {
+        **{key: value for key, value in _COMMON_DENSE.items() if key not in ("bos_token_id", "torch_dtype")},
+        "model_type": "llama4_text",
+        "num_hidden_layers": 4,
+        "head_dim": 64,
+        "intermediate_size": WIDTH,
+        "intermediate_size_mlp": 2 * WIDTH,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 2,
+        "attention_chunk_size": 8192,
+        "attention_bias": False,
+        "use_qk_norm": True,
+        "rope_scaling": {
+            "rope_type": "llama3",
+            "factor": 16.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192,
+        },
+    }
+    shared = {key: _COMMON_DENSE[key] for key in ("vocab_size", "eos_token_id", "pad_token_id", "torch_dtype")}
+    return {
+        **shared,
+        "model_type": "llama4",
+        "architectures": ["Llama4ForConditionalGeneration"],
+        "text_config": text,
+        "tie_word_embeddings": False,
+    }
+
+
+# Families checked untrained in f32 against llama.cpp (tests/mlx_api/with_llama_cpp/test_gguf_untrained_families_...).
+UNTRAINED_FAMILIES = {
+    # GLM-4 (glm-4-9b-chat-hf): fused gate and up rows, query/key/value biases, whole heads rotated in adjacent pairs.
+    "glm": lambda: _generic("glm", "GlmForCausalLM", head_dim=64, attention_bias=True, tie_word_embeddings=False),
+    # Qwen3-Next: a gated delta-net block with two value heads per key head, then a gated attention block rotating a
+    # quarter of each head; four experts (two per token, renormalized) beside a gated shared expert in each.
+    "qwen3_next": lambda: _generic(
+        "qwen3_next",
+        "Qwen3NextForCausalLM",
+        head_dim=64,
+        partial_rotary_factor=0.25,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=32,
+        linear_value_head_dim=32,
+        linear_conv_kernel_dim=4,
+        full_attention_interval=2,
+        **_EXPERTS,
+        norm_topk_prob=True,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        moe_intermediate_size=WIDTH,
+        shared_expert_intermediate_size=WIDTH,
+        tie_word_embeddings=False,
+    ),
+    "llama4": llama4_config,
+}
+
+
 def ministral3_config() -> dict:
     """Ministral 3's text model: llama's layout, YaRN in `rope_parameters` and Llama 4's attention temperature, with
     an original context short enough that the test prompt passes it."""

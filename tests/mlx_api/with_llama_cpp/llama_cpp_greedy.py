@@ -14,8 +14,8 @@ import numpy as np
 from llama_cpp import Llama
 
 
-def continue_text(path: str, text: str, count: int) -> dict:
-    llm = Llama(model_path=path, n_ctx=128, n_threads=2, logits_all=True, verbose=False)
+def continue_text(path: str, text: str, count: int, **settings) -> dict:
+    llm = Llama(model_path=path, n_ctx=128, n_threads=2, logits_all=True, verbose=False, **settings)
     prompt = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
     llm.eval(prompt)
     first = np.array(llm.scores[len(prompt) - 1], dtype=np.float64)
@@ -28,10 +28,11 @@ def continue_text(path: str, text: str, count: int) -> dict:
     return {"path": path, "prompt": prompt, "first_logits": first.tolist(), "tokens": tokens, "answer": answer}
 
 
-def main(argv: list) -> int:
+def main(argv: list, **settings) -> int:
+    """`settings` are passed to `Llama` (the f32 runner's cache types)."""
     text, count, paths = argv[0], int(argv[1]), argv[2:]
     for path in paths:
-        print(json.dumps(continue_text(path, text, count)), flush=True)
+        print(json.dumps(continue_text(path, text, count, **settings)), flush=True)
     return 0
 
 

@@ -53,9 +53,13 @@ TEXT_WRAPPERS = {
     "qwen3_vl": ("text_config", "language_model."),
     "qwen3_vl_moe": ("text_config", "language_model."),
     "gemma3n": ("text_config", "model.language_model."),
+    "llama4": ("text_config", "language_model."),
 }
 # Wrappers whose language model's weights keep a prefix of their own once the wrapper's is removed.
 _INNER_PREFIX = {"gemma3n": "model."}
+# Wrappers whose language model is exported under a type of its own: Llama 4's text_config says llama4_text, which
+# mlx_lm loads alone as a different, dense model.
+_INNER_TYPES = {"llama4": "llama4_wrapped_text"}
 # Wrappers whose language model's GGUF keys read a sub-config of the wrapper's (Qwen 3 VL's deepstack layer count).
 _CARRIED_CONFIGS = {"qwen3_vl": ("vision_config",), "qwen3_vl_moe": ("vision_config",)}
 # Wrappers whose outer vocab_size mlx_lm copies into the language model's config.
@@ -78,6 +82,8 @@ def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] 
     if key not in config and config.get("model_type") in _FLAT_TEXT_TYPES:
         config = {**config, key: {**config, "model_type": _FLAT_TEXT_TYPES[str(config["model_type"])]}}
     inner = {"tie_word_embeddings": False, **config[key]}  # as mlx_lm builds it
+    if config.get("model_type") in _INNER_TYPES:
+        inner["model_type"] = _INNER_TYPES[str(config["model_type"])]
     for carried in _CARRIED_CONFIGS.get(str(config.get("model_type")), ()):
         inner.setdefault(carried, config.get(carried) or {})
     if config.get("model_type") in _OUTER_VOCAB and config.get("vocab_size"):
@@ -95,8 +101,8 @@ def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] 
 NOTES: Dict[str, str] = {
     "gemma3": "a vision-language config: export its language model saved as gemma3_text",
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
+    "llama4_text": "mlx_lm's llama4_text is a dense model, and llama.cpp's llama4 refuses a model without experts: Llama 4 "
+    "itself (the llama4 wrapper, its experts included) is exported",
     "phimoe": "llama.cpp's phimoe routes by a renormalized softmax top-k, mlx_lm's by PhiMoE's sparsemixer, so the "
     "exported model would pick and weigh its experts differently",
-    "glm": "mlx_lm's glm rotates the whole head and llama.cpp's chatglm the config's partial_rotary_factor of it, so "
-    "the exported model would run differently",
 }

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The mixture-of-experts families llama.cpp reads with the common tensor names: Qwen 2 and 3 MoE, OLMoE,
-ERNIE 4.5, GLM-4.5, MiniMax-M2 and gpt-oss, each with the expert keys and the routing settings its graph fixes."""
+ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss and Llama 4's language model, each with the expert keys and the routing
+settings its graph fixes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from ..families import Family, UnsupportedModel
 from .architectures import Piece, blk
-from .base import Converter
+from .base import Converter, head_dim
 
 
 class Qwen3Moe(Converter):
@@ -155,6 +156,47 @@ class GptOss(Converter):
         writer.add_array("gpt-oss.attention.sliding_window_pattern", [kind == "sliding_attention" for kind in kinds])
 
 
+# What llama.cpp's llama4 graph fixes, by the setting mlx_lm reads (with mlx_lm's default where the config has none).
+_LLAMA4_FIXED = {"attention_chunk_size": (8192, None), "floor_scale": (8192, 8192), "attn_scale": (0.1, 0.1)}
+
+
+class Llama4(Converter):
+    """Llama 4's language model (mlx_lm's `llama4` wrapper): chunked attention in three layers of four and a global
+    layer without rope whose queries are scaled by position, top-1 sigmoid experts weighing the expert's input beside
+    a shared expert every `interleave_moe_layer_step`-th layer, dense MLPs of `intermediate_size_mlp` between."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if not config.get("num_local_experts"):
+            raise UnsupportedModel("llama4 without experts: llama.cpp's llama4 refuses a model without them")
+        for key, (fixed, default) in _LLAMA4_FIXED.items():
+            if config.get(key, default) != fixed:
+                raise UnsupportedModel(
+                    f"llama4 with {key}={config.get(key, default)!r}: llama.cpp's llama4 fixes {fixed}"
+                )
+        if not config.get("attn_temperature_tuning", 4):
+            raise UnsupportedModel(
+                "llama4 with attn_temperature_tuning off: llama.cpp's llama4 always scales the global layers' queries"
+            )
+        if bool(config.get("use_qk_norm")) != (int(config["num_local_experts"]) != 128):
+            raise UnsupportedModel(
+                f"llama4 with use_qk_norm={config.get('use_qk_norm')!r} and {config['num_local_experts']} experts: "
+                "llama.cpp's llama4 norms queries and keys exactly when there are not 128 experts"
+            )
+        if config.get("attention_bias"):
+            raise UnsupportedModel("llama4 with attention_bias=True: llama.cpp's llama4 reads no output bias")
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return head_dim(config)  # llama.cpp's llama4 requires the whole head rotated
+
+    def feed_forward_length(self, config: Dict[str, Any]) -> int:
+        return int(config["intermediate_size_mlp"])  # the dense layers'; the experts' is intermediate_size
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_feed_forward_length(int(config["intermediate_size"]))
+        writer.add_interleave_moe_layer_step(int(config["interleave_moe_layer_step"]))
+
+
 CONVERTERS = {
     "qwen3_moe": Qwen3Moe(Family("qwen3moe")),
     "qwen2_moe": Qwen2Moe(Family("qwen2moe")),
@@ -164,4 +206,6 @@ CONVERTERS = {
     "glm4_moe": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),
     "minimax_m2": MiniMaxM2(Family("minimax-m2", key="MINIMAXM2")),
     "gpt_oss": GptOss(Family("gpt-oss", key="GPT_OSS", yarn=True)),
+    # The language model of mlx_lm's llama4 wrapper, told apart from mlx_lm's dense llama4_text (see families.py).
+    "llama4_wrapped_text": Llama4(Family("llama4")),
 }

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The dense families llama.cpp reads with the common tensor names and keys, and the few keys or refusals each adds
-(Gemma's soft caps and sliding windows, Cohere's logit scale, HunYuan's NTK alpha, Mistral 3's attention temperature).
+(Gemma's soft caps and sliding windows, Cohere's logit scale, HunYuan's NTK alpha, Mistral 3's attention temperature,
+GLM's whole-head rotation).
 """
 
 from __future__ import annotations
@@ -120,6 +121,26 @@ class SmolLM3(Converter):
             )
 
 
+class Glm(Converter):
+    """GLM-4 (glm-4-9b-chat-hf) as llama.cpp's chatglm: the fused gate and up rows kept whole as its ffn_up, and the
+    whole of each head rotated in adjacent pairs with no scaling, as mlx_lm's glm runs it (partial_rotary_factor and
+    rope_scaling are not read there)."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        heads, width = int(config["num_attention_heads"]), int(config["hidden_size"])
+        if head_dim(config) * heads != width:
+            raise UnsupportedModel(
+                f"glm with head_dim {head_dim(config)} x {heads} heads != hidden_size {width}: llama.cpp's chatglm "
+                "sizes its output projection by hidden_size alone"
+            )
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return head_dim(config)
+
+    def rope_scaling(self, config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None
+
+
 class Ministral3(Converter):
     def refuse(self, config: Dict[str, Any]) -> None:
         if "sliding_attention" in (config.get("layer_types") or []):
@@ -157,6 +178,7 @@ CONVERTERS = {
     "phi": Converter(Family("phi2")),
     "cohere": Cohere(Family("command-r", key="COMMAND_R")),
     "glm4": Converter(Family("glm4")),
+    "glm": Glm(Family("chatglm")),
     "stablelm": Converter(Family("stablelm")),
     "ministral3": Ministral3(Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True)),
 }

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Qwen 3.5's language model, dense or with experts, as llama.cpp's qwen35 / qwen35moe: keys, reshapes, refusals.
+"""Qwen 3.5's language model, dense or with experts, as llama.cpp's qwen35 / qwen35moe, and Qwen3-Next, their
+forerunner, as llama.cpp's qwen3next: keys, reshapes, refusals.
 
 Qwen 3.5 runs gated delta-net blocks (a short convolution over the fused query, key and value projections, then a
 decaying recurrent state) with a full-attention block every `full_attention_interval`-th layer, whose query
@@ -15,8 +16,8 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from ..families import Family
-from .base import Converter, refusing
+from ..families import Family, UnsupportedModel
+from .base import Converter, refusing, scaling_of
 
 from .architectures import Piece, split_weight as split_common_weight
 
@@ -162,7 +163,79 @@ class Qwen35(Converter):
         write_hyperparameters(writer, config)  # delta-net, rope sections and experts: keys of its own
 
 
+def _split_qkvz(name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+    """Qwen3-Next's fused projection, per key head [q, k, v, z], as llama.cpp's two: all q, k and v rows (its
+    convolution's channels) and the z gate rows, value heads left grouped by key head as llama.cpp's qwen3next reads
+    them."""
+    key_heads, key_dim = int(config["linear_num_key_heads"]), int(config["linear_key_head_dim"])
+    value_rows = int(config["linear_num_value_heads"]) // key_heads * int(config["linear_value_head_dim"])
+    grouped = data.reshape(key_heads, 2 * key_dim + 2 * value_rows, -1)
+    q, k, v, z = np.split(grouped, [key_dim, 2 * key_dim, 2 * key_dim + value_rows], axis=1)
+    width = data.shape[-1]
+    fused = np.concatenate([part.reshape(-1, width) for part in (q, k, v)], axis=0)
+    block = name.split(_LINEAR)[0].removeprefix("model.layers.")
+    return [
+        (f"blk.{block}.attn_qkv.weight", fused, True),
+        (f"blk.{block}.attn_gate.weight", z.reshape(-1, width), True),
+    ]
+
+
+class Qwen3Next(Converter):
+    """Gated delta-net blocks with a gated full-attention block every `full_attention_interval`-th layer, experts
+    with a sigmoid-gated shared expert in every layer; the stored norms already hold `1 + weight`, as mlx_lm's do."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        key_dim, value_dim = int(config["linear_key_head_dim"]), int(config["linear_value_head_dim"])
+        if key_dim != value_dim:
+            raise UnsupportedModel(
+                f"qwen3_next with linear_key_head_dim {key_dim} != linear_value_head_dim {value_dim}: llama.cpp's "
+                "qwen3next reads one head size (ssm.state_size) for both"
+            )
+        if not _experts(config) or config.get("mlp_only_layers") or int(config.get("decoder_sparse_step") or 1) != 1:
+            raise UnsupportedModel(
+                "qwen3_next with a dense MLP in some layer (num_experts 0, mlp_only_layers or decoder_sparse_step > 1):"
+                " llama.cpp's qwen3next loads experts in every layer"
+            )
+        if not config.get("norm_topk_prob"):
+            raise UnsupportedModel("qwen3_next with norm_topk_prob=False: llama.cpp always renormalizes the top-k")
+        if config.get("attention_bias"):
+            raise UnsupportedModel("qwen3_next with attention_bias=True: llama.cpp's qwen3next reads no biases")
+        scaling = scaling_of(config) or {}
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind != "default":
+            raise UnsupportedModel(f"qwen3_next with rope type {kind!r}: only the plain rope is checked here")
+
+    def rope_scaling(self, config: Dict[str, Any]) -> None:
+        return None  # refused above unless plain
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".in_proj_qkvz.weight"):
+            return _split_qkvz(name, data, config)
+        block = name.split(_LINEAR)[0].removeprefix("model.layers.")
+        if name.endswith(".linear_attn.A_log"):  # llama.cpp stores the decay rate A itself
+            return [(f"blk.{block}.ssm_a", -np.exp(data), True)]
+        if name.endswith(".linear_attn.dt_bias"):
+            return [(f"blk.{block}.ssm_dt.bias", data, True)]
+        if name.endswith(".linear_attn.conv1d.weight"):  # (channels, kernel, 1) to llama.cpp's 2-D kernel
+            return [(name, data.reshape(data.shape[0], -1), False)]
+        if name.endswith(".mlp.shared_expert_gate.weight"):
+            return [(name, data.reshape(-1), False)]  # llama.cpp reads the shared expert's gate as a vector
+        return split_common_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_feed_forward_length(int(config["shared_expert_intermediate_size"]))
+        writer.add_ssm_conv_kernel(int(config.get("linear_conv_kernel_dim") or 4))
+        writer.add_ssm_state_size(int(config["linear_key_head_dim"]))
+        writer.add_ssm_group_count(int(config["linear_num_key_heads"]))
+        writer.add_ssm_time_step_rank(int(config["linear_num_value_heads"]))  # llama.cpp reads the value heads here
+        writer.add_ssm_inner_size(int(config["linear_value_head_dim"]) * int(config["linear_num_value_heads"]))
+        writer.add_full_attention_interval(int(config.get("full_attention_interval") or 4))
+
+
 CONVERTERS = {
     "qwen3_5_text": Qwen35(Family("qwen35")),
     "qwen3_5_moe_text": Qwen35(Family("qwen35moe", key="QWEN35MOE")),
+    "qwen3_next": Qwen3Next(Family("qwen3next")),
 }
