@@ -53,32 +53,44 @@ def _clip_codes(codec: Any, values: np.ndarray, cutoffs: np.ndarray) -> Tuple[Li
     return codes, real
 
 
-def csm_row(batch: Dict[str, Any], config: Any, codec: Any) -> CsmRow:
-    """One collated row as frames and codebook labels, its right padding dropped."""
+def prompt_frames(batch: Dict[str, Any], config: Any, codec: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One processed row's ids as frames: (frames, kept, the codes placed at each audio or audio-eos position)."""
     ids = as_numpy(batch["input_ids"])[0].astype(np.int64)
-    labels = as_numpy(batch["labels"])[0].astype(np.int64) if "labels" in batch else None
-    attention = as_numpy(batch.get("attention_mask", np.ones_like(ids)[None]))[0].astype(bool)
+    books = config.num_codebooks
+    frames = np.zeros((len(ids), books + 1), dtype=np.int64)
+    kept = np.zeros_like(frames, dtype=bool)
+    frames[:, books], kept[:, books] = ids, True
+    audio = ids == config.audio_token_id
+    if audio.any():
+        codes, real = _clip_codes(codec, as_numpy(batch["input_values"])[0], as_numpy(batch["input_values_cutoffs"])[0])
+        frames[audio, :books] = np.concatenate([clip[: int(mask.sum())] for clip, mask in zip(codes, real)])
+    eos = ids == config.audio_eos_token_id
+    frames[eos, :books] = config.codebook_eos_token_id
+    kept[audio | eos] = ~np.eye(books + 1, dtype=bool)[books]
+    return frames, kept, audio | eos
+
+
+def _kept_length(batch: Dict[str, Any], width: int) -> int:
+    attention = as_numpy(batch["attention_mask"])[0].astype(bool) if "attention_mask" in batch else np.ones(width, bool)
     length = int(attention.sum())
     if not attention[:length].all():
         raise NotImplementedError(
             "a left-padded CSM row: transformers' CSM counts positions from the row's first token, padding included; "
             "pad the processor's text on the right (text_kwargs padding_side='right'), as the notebook does"
         )
-    if labels is None:
+    return length
+
+
+def csm_row(batch: Dict[str, Any], config: Any, codec: Any) -> CsmRow:
+    """One collated row as frames and codebook labels, its right padding dropped."""
+    if "labels" not in batch:
         raise ValueError("a CSM row trains on its labels: call the processor with output_labels=True")
-    books = config.num_codebooks
-    frames = np.zeros((len(ids), books + 1), dtype=np.int64)
-    kept = np.zeros_like(frames, dtype=bool)
-    frames[:, books], kept[:, books] = ids, True
-    wide = np.repeat(labels[:, None], books, axis=1)
-    audio = ids == config.audio_token_id
-    if audio.any():
-        codes, real = _clip_codes(codec, as_numpy(batch["input_values"])[0], as_numpy(batch["input_values_cutoffs"])[0])
-        merged = np.concatenate([clip[: int(mask.sum())] for clip, mask in zip(codes, real)])
-        frames[audio, :books], wide[audio] = merged, merged
-    eos = ids == config.audio_eos_token_id
-    frames[eos, :books], wide[eos] = config.codebook_eos_token_id, config.codebook_eos_token_id
-    kept[audio | eos] = ~np.eye(books + 1, dtype=bool)[books]
+    ids = as_numpy(batch["input_ids"])[0].astype(np.int64)
+    labels = as_numpy(batch["labels"])[0].astype(np.int64)
+    length = _kept_length(batch, len(ids))
+    frames, kept, coded = prompt_frames(batch, config, codec)
+    wide = np.repeat(labels[:, None], config.num_codebooks, axis=1)
+    wide[coded] = frames[coded, : config.num_codebooks]
     wide[labels == BACKBONE_ONLY, 1:] = IGNORED
     return CsmRow(ids[:length], frames[:length], kept[:length], wide[:length])
 
@@ -116,10 +128,10 @@ class CsmTrainRows(TrainRows):
         return mx.array(frames), mx.array(kept), mx.array(labels)
 
 
-def backbone_states(model: Any, frames: mx.array, kept: mx.array) -> mx.array:
+def backbone_states(model: Any, frames: mx.array, kept: mx.array, cache: Any = None) -> mx.array:
     """The backbone's normed hidden states for frames of codes and text tokens (the masked embeddings summed)."""
     embeds = model._embed_tokens(frames) * kept[..., None].astype(model.text_embeddings.weight.dtype)
-    return model.backbone(embeds.sum(axis=2))
+    return model.backbone(embeds.sum(axis=2), cache=cache)
 
 
 def depth_logits(model: Any, last_states: mx.array, codes: mx.array) -> mx.array:
@@ -128,7 +140,7 @@ def depth_logits(model: Any, last_states: mx.array, codes: mx.array) -> mx.array
     offsets = mx.arange(books - 1) * model.args.audio_vocab_size
     inputs = mx.concatenate([last_states[:, None], model.audio_embeddings(codes + offsets)], axis=1)
     states = model.decoder(model.projection(inputs))
-    return mx.einsum("nkd,kdv->nkv", states[:, 1:], model.audio_head)
+    return mx.einsum("nkd,kdv->nkv", states[:, 1:], model.audio_head[: books - 1])
 
 
 def _summed_cross_entropy(logits: mx.array, targets: mx.array) -> Tuple[mx.array, mx.array]:

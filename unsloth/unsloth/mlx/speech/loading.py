@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import MethodType
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import mlx.core as mx
 
 from ..models.keywords import check_load_keywords, check_peft_keywords
 from .csm import CSM_AUTO_MODELS, apply_csm_lora, csm_targets, load_csm
+from .csm_generation import generate_csm
 from .lora import apply_whisper_lora, whisper_targets
 from .whisper import load_whisper
 
@@ -78,7 +80,9 @@ def from_pretrained_csm(
             f"{owner}: a quantized CSM base is not built on MLX (mlx-audio's Sesame model trains in 16 or 32 bits); "
             "pass load_in_4bit=False, as the notebook does"
         )
-    return load_csm(folder, _mlx_dtype(dtype))
+    model, processor = load_csm(folder, _mlx_dtype(dtype))
+    model.generate = MethodType(generate_csm, model)
+    return model, processor
 
 
 def get_peft_model_csm(
