@@ -210,6 +210,12 @@ def csm_targets(target_modules: Sequence[str] | str | None) -> List[str]:
     return names
 
 
+def peft_target_pattern(targets: Sequence[str]) -> str:
+    """PEFT's regex for the adapted linears: the names alone would also reach the Mimi codec's attention in torch."""
+    stacks = "|".join(hf.replace(".", r"\.") for hf in HF_STACKS.values())
+    return rf"^({stacks})\.layers\.\d+\.(self_attn|mlp)\.({'|'.join(targets)})$"
+
+
 def apply_csm_lora(
     model: Any, targets: Sequence[str], r: int, alpha: float, dropout: float, seed: int, rslora: bool
 ) -> Any:
@@ -222,7 +228,7 @@ def apply_csm_lora(
     for _, owner, name in _linears(model):
         if name in targets:
             setattr(owner, name, LoRALinear.from_base(getattr(owner, name), r=r, dropout=dropout, scale=scale))
-    settings = {"r": r, "lora_alpha": alpha, "lora_dropout": dropout, "target_modules": list(targets)}
+    settings = {"r": r, "lora_alpha": alpha, "lora_dropout": dropout, "target_modules": peft_target_pattern(targets)}
     setattr(model, LORA_SETTINGS_ATTRIBUTE, {**settings, "use_rslora": rslora})
     return model
 

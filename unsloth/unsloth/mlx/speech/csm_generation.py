@@ -92,4 +92,3 @@ def _decode(model: Any, codes: Any) -> Any:
     codes = codes[: int(ended[0, 0])] if len(ended) else codes
     with torch.no_grad():
         return model.codec_model.decode(codes.transpose(0, 1)[None]).audio_values[0, 0]
-

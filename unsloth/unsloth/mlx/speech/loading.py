@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import mlx.core as mx
 
 from ..models.keywords import check_load_keywords, check_peft_keywords
+from ..models.methods import TOKENIZER_ATTRIBUTE
 from .csm import CSM_AUTO_MODELS, apply_csm_lora, csm_targets, load_csm
 from .csm_generation import generate_csm
 from .lora import apply_whisper_lora, whisper_targets
@@ -82,6 +83,8 @@ def from_pretrained_csm(
         )
     model, processor = load_csm(folder, _mlx_dtype(dtype))
     model.generate = MethodType(generate_csm, model)
+    # The notebook's `Trainer(model=model, ...)` names no processor; the MLX trainer finds it here.
+    setattr(model, TOKENIZER_ATTRIBUTE, processor)
     return model, processor
 
 
