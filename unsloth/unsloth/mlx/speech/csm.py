@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """Sesame CSM on MLX: a transformers `CsmForConditionalGeneration` folder loaded into mlx-audio's `SesameModel`
-(backbone and depth decoder), the one module that imports it, with LoRA under transformers' names and PEFT's adapter.
+(backbone and depth decoder) and mlx-audio's `Mimi` (the codec), the one module that imports them, with LoRA under
+transformers' names and PEFT's adapter.
 
 mlx-audio's Sesame attention rotates interleaved pairs (the original checkpoint's layout); transformers' folder is laid
-out for rotate-half, so each layer gets mlx-audio's Llama attention, which reads those weights as they are. The Mimi
-codec stays transformers' own `MimiModel` on CPU torch: it only encodes the training clips and decodes generated codes,
-frozen, as transformers runs it under `no_grad`.
+out for rotate-half, so each layer gets mlx-audio's Llama attention, and Mimi's transformer is built with
+`rope_traditional=False`, which read those weights as they are. Mimi stays frozen, outside the trained parameters,
+as transformers runs it under `no_grad`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from types import MethodType
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import mlx.core as mx
+import numpy as np
 
 CSM_MARK = "_unsloth_csm"
 LORA_SETTINGS_ATTRIBUTE = "_unsloth_csm_lora"
@@ -137,13 +139,174 @@ def mlx_weights(weights: Dict[str, mx.array]) -> Dict[str, mx.array]:
     return mapped
 
 
-def _codec(folder: Path) -> Any:
-    """transformers' Mimi with the folder's codec weights, on CPU torch, in eval mode.
+def _mimi_config(codec: Any) -> Any:
+    from mlx_audio.codec.models.mimi.mimi import MimiConfig
+    from mlx_audio.codec.models.mimi.modules import SeanetConfig, TransformerConfig
 
-    Loaded through transformers' whole CSM, whose loader knows the folder's tensor names, then kept alone."""
-    from transformers import CsmForConditionalGeneration
+    seanet = SeanetConfig(
+        dimension=codec.hidden_size,
+        channels=codec.audio_channels,
+        causal=codec.use_causal_conv,
+        nfilters=codec.num_filters,
+        nresidual_layers=codec.num_residual_layers,
+        ratios=list(codec.upsampling_ratios),
+        ksize=codec.kernel_size,
+        residual_ksize=codec.residual_kernel_size,
+        last_ksize=codec.last_kernel_size,
+        dilation_base=codec.dilation_growth_rate,
+        pad_mode=codec.pad_mode,
+        true_skip=not codec.use_conv_shortcut,
+        compress=codec.compress,
+    )
+    transformer = TransformerConfig(
+        d_model=codec.hidden_size,
+        num_heads=codec.num_attention_heads,
+        num_layers=codec.num_hidden_layers,
+        causal=True,
+        norm_first=True,
+        bias_ff=False,
+        bias_attn=codec.attention_bias,
+        layer_scale=codec.layer_scale_initial_scale,
+        positional_embedding="rope",
+        use_conv_block=False,
+        cross_attention=False,
+        conv_kernel_size=3,
+        use_conv_bias=True,
+        gating=False,
+        norm="layer_norm",
+        context=codec.sliding_window,
+        max_period=int(_rope(codec)[0]),
+        max_seq_len=codec.max_position_embeddings,
+        kv_repeat=codec.num_attention_heads // codec.num_key_value_heads,
+        dim_feedforward=codec.intermediate_size,
+        conv_layout=True,
+        # transformers' Mimi rotates halves, as its q_proj / k_proj are laid out.
+        rope_traditional=False,
+    )
+    return MimiConfig(
+        channels=codec.audio_channels,
+        sample_rate=codec.sampling_rate,
+        frame_rate=codec.frame_rate,
+        renormalize=True,
+        seanet=seanet,
+        transformer=transformer,
+        quantizer_nq=codec.num_quantizers,
+        quantizer_bins=codec.codebook_size,
+        quantizer_dim=codec.codebook_dim,
+    )
 
-    return CsmForConditionalGeneration.from_pretrained(str(folder)).codec_model.eval()
+
+def _conv_names(config: Any) -> Dict[str, str]:
+    """transformers' convolution prefixes -> mlx-audio's (the SEANet's ELUs hold no weights but take an index)."""
+    residuals, ratios = config.num_residual_layers, len(config.upsampling_ratios)
+    names = {
+        "encoder.layers.0.conv.": "encoder.init_conv1d.conv.conv.",
+        "decoder.layers.0.conv.": "decoder.init_conv1d.conv.conv.",
+        "downsample.conv.": "downsample.conv.conv.conv.",
+        "upsample.conv.": "upsample.convtr.convtr.convtr.",
+    }
+    for index in range(ratios):
+        start = 1 + index * (residuals + 2)
+        for residual in range(residuals):
+            for stack, at in (("encoder", start + residual), ("decoder", start + 2 + residual)):
+                for hf, own in (("1", "0"), ("3", "1")):
+                    names[f"{stack}.layers.{at}.block.{hf}.conv."] = (
+                        f"{stack}.layers.{index}.residuals.{residual}.block.{own}.conv.conv."
+                    )
+        names[f"encoder.layers.{start + residuals + 1}.conv."] = f"encoder.layers.{index}.downsample.conv.conv."
+        names[f"decoder.layers.{start + 1}.conv."] = f"decoder.layers.{index}.upsample.convtr.convtr."
+    last = 1 + ratios * (residuals + 2) + 1
+    names[f"encoder.layers.{last}.conv."] = "encoder.final_conv1d.conv.conv."
+    names[f"decoder.layers.{last}.conv."] = "decoder.final_conv1d.conv.conv."
+    return names
+
+
+# transformers' Mimi names -> mlx-audio's, inside a transformer layer and the quantizer.
+MIMI_RENAMES = (
+    ("_transformer.layers.", "_transformer.transformer.layers."),
+    (".input_layernorm.", ".norm1."),
+    (".post_attention_layernorm.", ".norm2."),
+    (".self_attn_layer_scale.", ".layer_scale_1."),
+    (".mlp_layer_scale.", ".layer_scale_2."),
+    (".mlp.fc1.", ".gating.linear1."),
+    (".mlp.fc2.", ".gating.linear2."),
+    (".self_attn.o_proj.", ".self_attn.out_proj."),
+    ("quantizer.semantic_residual_vector_quantizer.", "quantizer.rvq_first."),
+    ("quantizer.acoustic_residual_vector_quantizer.", "quantizer.rvq_rest."),
+    (".layers.", ".vq.layers."),
+    (".embed_sum", ".embedding_sum"),
+)
+
+
+def _mimi_name(name: str, convolutions: Dict[str, str]) -> str:
+    for prefix, own in convolutions.items():
+        if name.startswith(prefix):
+            return own + name[len(prefix) :]
+    if name.startswith("quantizer."):
+        renames = MIMI_RENAMES[-4:]
+    else:
+        renames = MIMI_RENAMES[:-4]
+    for old, new in renames:
+        name = name.replace(old, new, 1)
+    return name
+
+
+def mimi_weights(weights: Dict[str, mx.array], codec: Any) -> List[Tuple[str, mx.array]]:
+    """The folder's `codec_model.*` tensors as mlx-audio's Mimi names and layouts (convolutions channels-last)."""
+    convolutions, attention, mapped = _conv_names(codec), {}, []
+    for full, value in weights.items():
+        if not full.startswith(CODEC_PREFIX):
+            continue
+        name = _mimi_name(full[len(CODEC_PREFIX) :], convolutions)
+        if ".convtr." in name and name.endswith(".weight"):
+            value = value.transpose(0, 2, 1) if value.shape[1] == 1 else value.transpose(1, 2, 0)
+        elif value.ndim == 3:
+            value = value.swapaxes(1, 2)
+        for part in ("q_proj", "k_proj", "v_proj"):
+            if f".self_attn.{part}." in name:
+                attention.setdefault(name.split(f".{part}.")[0], {})[part] = value
+                break
+        else:
+            mapped.append((name, value))
+    for owner, parts in attention.items():
+        mapped.append((f"{owner}.in_proj.weight", mx.concatenate([parts[p] for p in ("q_proj", "k_proj", "v_proj")])))
+    return mapped
+
+
+class MimiCodec:
+    """mlx-audio's Mimi with the folder's weights, frozen and kept outside the trained model's parameters."""
+
+    def __init__(self, config: Any, weights: Dict[str, mx.array]) -> None:
+        from mlx_audio.codec.models.mimi.mimi import Mimi
+        from mlx_audio.codec.models.mimi.modules import ConvTranspose1d, EuclideanCodebook
+
+        self.mimi = Mimi(_mimi_config(config))
+        self.mimi.load_weights(mimi_weights(weights, config), strict=True)
+
+        def settle(module: Any, name: str, _: Any) -> bool:
+            # Both derive their working tensors (codebook, transposed kernel) from the loaded ones.
+            if isinstance(module, EuclideanCodebook) and name == "initialized":
+                module.update_in_place()
+            if isinstance(module, ConvTranspose1d) and name == "weight":
+                module.update_in_place()
+            return True
+
+        self.mimi.filter_and_map(settle)
+        mx.eval(self.mimi.parameters())
+        self.hop = round(config.sampling_rate / config.frame_rate)
+
+    def encode(self, clip: np.ndarray) -> np.ndarray:
+        """A mono clip's codes, (frames, codebooks)."""
+        codes = self.mimi.encode(mx.array(np.asarray(clip, dtype=np.float32)).reshape(1, 1, -1))
+        return np.array(codes[0]).T
+
+    def frames(self, samples: int) -> int:
+        """How many frames of a clip are its own, as transformers' `get_audio_codes_mask` counts them."""
+        return -(-samples // self.hop)
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """(frames, codebooks) codes back to mono audio."""
+        return np.array(self.mimi.decode(mx.array(np.asarray(codes).T[None].astype(np.int32))))[0, 0]
 
 
 def load_csm(folder: str | Path, dtype: Any = None) -> Tuple[Any, Any]:
@@ -177,7 +340,7 @@ def load_csm(folder: str | Path, dtype: Any = None) -> Tuple[Any, Any]:
     setattr(model, CSM_MARK, True)
     setattr(model, SOURCE_ATTRIBUTE, str(folder))
     model.config = config
-    model.codec_model = _codec(folder)
+    model.codec_model = MimiCodec(config.codec_config, weights)
     try:
         model.generation_config = GenerationConfig.from_pretrained(str(folder))
     except OSError:

@@ -88,7 +88,6 @@ def _decode(model: Any, codes: Any) -> Any:
     """Mimi's audio for one prompt's codes, cut at the first all-eos frame (transformers' `output_audio`)."""
     import torch
 
-    ended = (codes == model.config.codebook_eos_token_id).all(dim=-1).nonzero()
-    codes = codes[: int(ended[0, 0])] if len(ended) else codes
-    with torch.no_grad():
-        return model.codec_model.decode(codes.transpose(0, 1)[None]).audio_values[0, 0]
+    codes = codes.numpy()
+    ended = np.nonzero((codes == model.config.codebook_eos_token_id).all(axis=-1))[0]
+    return torch.from_numpy(model.codec_model.decode(codes[: ended[0]] if len(ended) else codes))

@@ -36,21 +36,11 @@ class CsmRow(NamedTuple):
     labels: np.ndarray
 
 
-def _clip_codes(codec: Any, values: np.ndarray, cutoffs: np.ndarray) -> Tuple[List[np.ndarray], np.ndarray]:
-    """Each clip's Mimi codes (frames, codebooks), and which frames of each are real (not the clip's padding)."""
-    import torch
-
+def _clip_codes(codec: Any, values: np.ndarray, cutoffs: np.ndarray) -> np.ndarray:
+    """The row's clips encoded one by one by Mimi, each cut to its own frames, end to end: (frames, codebooks)."""
     ends = [int(end) for end in cutoffs if end >= 0]
-    starts = [0, *ends[:-1]]
-    codes = []
-    with torch.no_grad():
-        for start, end in zip(starts, ends):
-            clip = torch.from_numpy(np.ascontiguousarray(values[..., start:end], dtype=np.float32))
-            codes.append(codec.encode(clip[None]).audio_codes[0].T.numpy())
-        lengths = torch.tensor([end - start for start, end in zip(starts, ends)])
-        mask = torch.arange(int(lengths.max())).expand(len(ends), -1) < lengths[:, None]
-        real = codec.get_audio_codes_mask(mask).numpy().astype(bool)
-    return codes, real
+    clips = [values[..., start:end].reshape(-1) for start, end in zip([0, *ends[:-1]], ends)]
+    return np.concatenate([codec.encode(clip)[: codec.frames(clip.size)] for clip in clips])
 
 
 def prompt_frames(batch: Dict[str, Any], config: Any, codec: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -62,8 +52,13 @@ def prompt_frames(batch: Dict[str, Any], config: Any, codec: Any) -> Tuple[np.nd
     frames[:, books], kept[:, books] = ids, True
     audio = ids == config.audio_token_id
     if audio.any():
-        codes, real = _clip_codes(codec, as_numpy(batch["input_values"])[0], as_numpy(batch["input_values_cutoffs"])[0])
-        frames[audio, :books] = np.concatenate([clip[: int(mask.sum())] for clip, mask in zip(codes, real)])
+        codes = _clip_codes(codec, as_numpy(batch["input_values"])[0], as_numpy(batch["input_values_cutoffs"])[0])
+        if len(codes) != int(audio.sum()):
+            raise ValueError(
+                f"a CSM row holds {int(audio.sum())} audio tokens for {len(codes)} Mimi frames of its clips: "
+                "build the row with the model's own processor"
+            )
+        frames[audio, :books] = codes
     eos = ids == config.audio_eos_token_id
     frames[eos, :books] = config.codebook_eos_token_id
     kept[audio | eos] = ~np.eye(books + 1, dtype=bool)[books]
