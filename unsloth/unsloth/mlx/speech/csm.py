@@ -39,7 +39,19 @@ HF_TENSORS = {
     "depth_decoder.codebooks_head.weight": "audio_head",
 }
 PEFT_PREFIX = "base_model.model."
+# The notebook's other saving cells; `save_pretrained` writes PEFT's adapter, these are not built.
+UNBUILT_SAVES = ("save_pretrained_merged", "push_to_hub", "push_to_hub_merged")
 CODEC_PREFIX = "codec_model."
+
+
+def _unbuilt(name: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            f"model.{name} on a CSM model: only a LoRA adapter saves on MLX (model.save_pretrained after "
+            "FastModel.get_peft_model); merged weights and Hub pushes are not built yet"
+        )
+
+    return refuse
 
 
 def is_csm(model: Any) -> bool:
@@ -346,6 +358,8 @@ def load_csm(folder: str | Path, dtype: Any = None) -> Tuple[Any, Any]:
     except OSError:
         model.generation_config = GenerationConfig.from_model_config(config)
     model.save_pretrained = MethodType(save_csm_adapter, model)
+    for name in UNBUILT_SAVES:
+        setattr(model, name, _unbuilt(name))
     return model, AutoProcessor.from_pretrained(str(folder))
 
 
