@@ -233,8 +233,8 @@ def _conv_names(config: Any) -> Dict[str, str]:
     return names
 
 
-# transformers' Mimi names -> mlx-audio's, inside a transformer layer and the quantizer.
-MIMI_RENAMES = (
+# transformers' Mimi names -> mlx-audio's, inside a transformer layer.
+TRANSFORMER_RENAMES = (
     ("_transformer.layers.", "_transformer.transformer.layers."),
     (".input_layernorm.", ".norm1."),
     (".post_attention_layernorm.", ".norm2."),
@@ -243,6 +243,9 @@ MIMI_RENAMES = (
     (".mlp.fc1.", ".gating.linear1."),
     (".mlp.fc2.", ".gating.linear2."),
     (".self_attn.o_proj.", ".self_attn.out_proj."),
+)
+# ... and inside the quantizer (the first of its split RVQs holds the semantic codebook).
+QUANTIZER_RENAMES = (
     ("quantizer.semantic_residual_vector_quantizer.", "quantizer.rvq_first."),
     ("quantizer.acoustic_residual_vector_quantizer.", "quantizer.rvq_rest."),
     (".layers.", ".vq.layers."),
@@ -254,18 +257,15 @@ def _mimi_name(name: str, convolutions: Dict[str, str]) -> str:
     for prefix, own in convolutions.items():
         if name.startswith(prefix):
             return own + name[len(prefix) :]
-    if name.startswith("quantizer."):
-        renames = MIMI_RENAMES[-4:]
-    else:
-        renames = MIMI_RENAMES[:-4]
-    for old, new in renames:
+    for old, new in QUANTIZER_RENAMES if name.startswith("quantizer.") else TRANSFORMER_RENAMES:
         name = name.replace(old, new, 1)
     return name
 
 
 def mimi_weights(weights: Dict[str, mx.array], codec: Any) -> List[Tuple[str, mx.array]]:
     """The folder's `codec_model.*` tensors as mlx-audio's Mimi names and layouts (convolutions channels-last)."""
-    convolutions, attention, mapped = _conv_names(codec), {}, []
+    convolutions, mapped = _conv_names(codec), []
+    attention: Dict[str, Dict[str, mx.array]] = {}
     for full, value in weights.items():
         if not full.startswith(CODEC_PREFIX):
             continue
