@@ -321,3 +321,26 @@ def test_the_notebook_s_cells_run_in_order(csm_folder, tmp_path, monkeypatch) ->
     # The merged-save cell's lines are all `if False:`; switched on, they are refused by name as above.
     ran += ["save", "merged saves"]
     print(f"CSM notebook cells ran: {len(ran)} of 12 after installation ({', '.join(ran)})")
+
+
+def test_left_padded_rows_and_an_eval_dataset_are_refused_by_name(csm_folder, tmp_path) -> None:
+    from transformers import Trainer, TrainingArguments
+
+    from unsloth.mlx.speech.csm_training import csm_row
+
+    model, processor = load_notebook_model(csm_folder)
+    rows = notebook_rows(processor)
+    row = {key: value[None] for key, value in rows[0].items()}
+    # The same row with its padding moved to the left.
+    shift = int((row["attention_mask"] == 0).sum())
+    textual = ("input_ids", "attention_mask", "labels")
+    padded = {key: value.roll(shift, dims=1) if key in textual else value for key, value in row.items()}
+    with pytest.raises(NotImplementedError, match="left-padded CSM row.*padding_side='right'"):
+        csm_row(padded, model.config, model.codec_model)
+    with pytest.raises(NotImplementedError, match="evaluation of a CSM model"):
+        Trainer(
+            model=model,
+            train_dataset=rows,
+            eval_dataset=rows,
+            args=TrainingArguments(**notebook_arguments(tmp_path), eval_strategy="steps", eval_steps=1),
+        )

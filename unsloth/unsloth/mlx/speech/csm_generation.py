@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Optional
 import mlx.core as mx
 import numpy as np
 
-from .csm_training import _kept_length, backbone_states, depth_logits, prompt_frames
+from .csm_training import kept_length, backbone_states, depth_logits, prompt_frames
 
 DEPTH_PREFIX = "depth_decoder_"
 SAMPLING = ("do_sample", "temperature", "top_k", "top_p")
@@ -65,7 +65,7 @@ def generate_csm(
     config, generation = model.config, model.generation_config
     pick, pick_depth = _picker(kwargs, generation, ""), _picker(kwargs, generation, DEPTH_PREFIX)
     frames, kept, _ = prompt_frames(batch, config, model.codec_model)
-    length = _kept_length(batch, len(frames))
+    length = kept_length(batch, len(frames))
     limit = max_new_tokens or getattr(generation, "max_new_tokens", None) or 125
     cache = make_prompt_cache(model.backbone)
     step, step_kept = mx.array(frames[None, :length]), mx.array(kept[None, :length])

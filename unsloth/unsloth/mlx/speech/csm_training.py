@@ -65,7 +65,7 @@ def prompt_frames(batch: Dict[str, Any], config: Any, codec: Any) -> Tuple[np.nd
     return frames, kept, audio | eos
 
 
-def _kept_length(batch: Dict[str, Any], width: int) -> int:
+def kept_length(batch: Dict[str, Any], width: int) -> int:
     attention = as_numpy(batch["attention_mask"])[0].astype(bool) if "attention_mask" in batch else np.ones(width, bool)
     length = int(attention.sum())
     if not attention[:length].all():
@@ -82,7 +82,7 @@ def csm_row(batch: Dict[str, Any], config: Any, codec: Any) -> CsmRow:
         raise ValueError("a CSM row trains on its labels: call the processor with output_labels=True")
     ids = as_numpy(batch["input_ids"])[0].astype(np.int64)
     labels = as_numpy(batch["labels"])[0].astype(np.int64)
-    length = _kept_length(batch, len(ids))
+    length = kept_length(batch, len(ids))
     frames, kept, coded = prompt_frames(batch, config, codec)
     wide = np.repeat(labels[:, None], config.num_codebooks, axis=1)
     wide[coded] = frames[coded, : config.num_codebooks]
