@@ -154,6 +154,8 @@ def test_generate_gives_transformers_frames_and_audio(csm_folder) -> None:
     # The notebook's sampling keywords reach both samplers: top-k of one keeps only the greedy pick.
     one = {"do_sample": True, "top_k": 1, "temperature": 0.9, "depth_decoder_do_sample": True, "depth_decoder_top_k": 1}
     assert torch.equal(model.generate(**inputs, max_new_tokens=5, **one), expected)
+    with pytest.raises(NotImplementedError, match="does not honour repetition_penalty"):
+        model.generate(**inputs, max_new_tokens=5, repetition_penalty=1.1)
     audio = model.generate(**inputs, **greedy, output_audio=True)
     expected_audio = torch_csm(csm_folder, lora=False).generate(**inputs, **greedy, output_audio=True)
     # Mimi's 24 kHz audio, 1920 samples a frame, as the notebook writes it with soundfile.

@@ -64,6 +64,11 @@ def generate_csm(
         raise NotImplementedError("CSM generation on MLX takes one prompt at a time; call generate once per prompt")
     config, generation = model.config, model.generation_config
     pick, pick_depth = _picker(kwargs, generation, ""), _picker(kwargs, generation, DEPTH_PREFIX)
+    if kwargs:
+        raise NotImplementedError(
+            f"model.generate on a CSM model on MLX does not honour {', '.join(sorted(kwargs))}: it samples each "
+            f"frame with {', '.join(SAMPLING)} and their {DEPTH_PREFIX} twins, for max_new_tokens frames"
+        )
     frames, kept, _ = prompt_frames(batch, config, model.codec_model)
     length = kept_length(batch, len(frames))
     limit = max_new_tokens or getattr(generation, "max_new_tokens", None) or 125
