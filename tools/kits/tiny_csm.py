@@ -47,7 +47,16 @@ def build_tiny_csm(folder: str | Path, tokenizer_cache_dir: str | Path | None = 
     processor = _processor(None if tokenizer_cache_dir is None else Path(tokenizer_cache_dir))
     tokenizer = processor.tokenizer
     heads = {"num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16}
-    small = {"hidden_size": 32, "num_hidden_layers": 1, "intermediate_size": 64, **heads}
+    # Llama 3's RoPE scaling, as the published CSM's backbone and depth decoder have it.
+    rope = {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 32.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    }
+    small = {"hidden_size": 32, "num_hidden_layers": 1, "intermediate_size": 64, "rope_parameters": rope, **heads}
     codec = {
         "hidden_size": 32,
         "num_filters": 4,

@@ -138,7 +138,7 @@ def test_trainer_trains_csm_on_mlx_from_transformers_step_zero_loss(csm_folder, 
         args=TrainingArguments(**notebook_arguments(tmp_path / "torch"), use_cpu=True),
     )
     expected = first_loss(reference)
-    print(f"step-0 loss: MLX {routed:.6f}, Trainer + PEFT {expected:.6f}, gap {abs(routed - expected):.2e}")
+    print(f"step-0 loss: MLX {routed:.8f}, Trainer + PEFT {expected:.8f}, gap {abs(routed - expected):.2e}")
     assert abs(routed - expected) <= 1e-4 and expected > 1.0
 
 

@@ -134,7 +134,7 @@ def _with_rotate_half_attention(stack: Any, config: Any) -> None:
 
 
 def mlx_weights(weights: Dict[str, mx.array]) -> Dict[str, mx.array]:
-    """transformers' CSM tensors under mlx-audio's names; the codec's are left out (it runs in torch)."""
+    """transformers' CSM tensors under mlx-audio's names; the codec's are left out (`MimiCodec` reads them)."""
     mapped = {}
     for name, value in weights.items():
         if name.startswith(CODEC_PREFIX):
@@ -322,7 +322,7 @@ class MimiCodec:
 
 
 def load_csm(folder: str | Path, dtype: Any = None) -> Tuple[Any, Any]:
-    """mlx-audio's Sesame model with the folder's weights, transformers' Mimi beside it, and the `CsmProcessor`."""
+    """mlx-audio's Sesame model with the folder's weights, mlx-audio's Mimi beside it, and the `CsmProcessor`."""
     try:
         from mlx_audio.tts.models.sesame.sesame import SesameModel
     except ImportError as error:
@@ -342,6 +342,8 @@ def load_csm(folder: str | Path, dtype: Any = None) -> Tuple[Any, Any]:
     weights: Dict[str, mx.array] = {}
     for path in sorted(folder.glob("*.safetensors")):
         weights.update(mx.load(str(path)))
+    if not weights:
+        raise FileNotFoundError(f"{folder} holds no *.safetensors weights")
     mapped = mlx_weights(weights)
     chosen = dtype or mapped["text_embeddings.weight"].dtype
     model = SesameModel(_sesame_config(config))
