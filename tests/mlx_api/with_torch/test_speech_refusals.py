@@ -50,13 +50,21 @@ def speech_folders(tmp_path_factory) -> dict:
     return folders
 
 
-@pytest.mark.parametrize("entry_point", [FastModel, FastLanguageModel])
-def test_a_csm_checkpoint_is_refused_by_name(speech_folders, entry_point) -> None:
-    from transformers import CsmForConditionalGeneration
+def test_a_csm_checkpoint_given_to_the_text_loader_is_sent_to_fast_model(speech_folders) -> None:
+    with pytest.raises(NotImplementedError, match=r"'csm': Sesame CSM .*auto_model=CsmForConditionalGeneration"):
+        FastLanguageModel.from_pretrained(str(speech_folders["csm"]), max_seq_length=64, load_in_4bit=False)
 
-    keywords = {"auto_model": CsmForConditionalGeneration} if entry_point is FastModel else {}
-    with pytest.raises(NotImplementedError, match=r"'csm': Sesame CSM is not supported on MLX.*depth decoder.*Mimi"):
-        entry_point.from_pretrained(str(speech_folders["csm"]), max_seq_length=64, load_in_4bit=False, **keywords)
+
+def test_a_quantized_csm_and_another_auto_model_are_refused_by_name(speech_folders) -> None:
+    from transformers import WhisperForConditionalGeneration
+
+    folder = str(speech_folders["csm"])
+    with pytest.raises(NotImplementedError, match="quantized CSM base"):
+        FastModel.from_pretrained(folder, load_in_4bit=True)
+    with pytest.raises(
+        NotImplementedError, match="auto_model=WhisperForConditionalGeneration: this checkpoint is 'csm'"
+    ):
+        FastModel.from_pretrained(folder, auto_model=WhisperForConditionalGeneration, load_in_4bit=False)
 
 
 def test_a_whisper_checkpoint_given_to_the_text_loader_is_sent_to_fast_model(speech_folders) -> None:

@@ -3,7 +3,7 @@
 """Speech checkpoints and keywords the MLX loaders cannot honour, each with its reason, refused before mlx-lm is asked.
 
 The codec-LM text-to-speech models (Orpheus, Llasa, Oute, Spark) are llama or qwen2 checkpoints and load as text
-models, and Whisper loads through `speech`; only families that nothing here builds are listed.
+models; Whisper and CSM load through `speech` (FastModel), and the text loaders send them there by name.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from typing import Dict
 # model_type -> why the text loaders do not load it, and what to do instead.
 REFUSED_SPEECH_FAMILIES: Dict[str, str] = {
     "csm": (
-        "Sesame CSM is not supported on MLX: it is a Llama backbone, a depth decoder and the Mimi codec, trained with "
-        "a loss over both decoders, and neither mlx-lm nor mlx-vlm builds the depth decoder or the codec; train it "
-        "with CUDA Unsloth"
+        "Sesame CSM is a Llama backbone, a depth decoder and the Mimi codec, which the text loaders do not build; "
+        "load it with FastModel.from_pretrained(..., auto_model=CsmForConditionalGeneration)"
     ),
     "whisper": (
         "Whisper is an encoder-decoder speech recognizer, which the text loaders do not build; load it with "

@@ -5,17 +5,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import MethodType
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import mlx.core as mx
 
 from ..models.keywords import check_load_keywords, check_peft_keywords
+from ..models.methods import TOKENIZER_ATTRIBUTE
+from .csm import CSM_AUTO_MODELS, apply_csm_lora, csm_targets, load_csm
+from .csm_generation import generate_csm
 from .lora import apply_whisper_lora, whisper_targets
 from .whisper import load_whisper
 
 WHISPER_AUTO_MODELS = ("WhisperForConditionalGeneration", "AutoModelForSpeechSeq2Seq")
 WHISPER_LOAD_USED = ("token", "revision", "whisper_language", "whisper_task", "use_gradient_checkpointing")
 WHISPER_PEFT_USED = ("use_gradient_checkpointing",)
+CSM_LOAD_USED = ("token", "revision", "use_gradient_checkpointing")
 
 
 def _mlx_dtype(dtype: Any) -> Optional[Any]:
@@ -48,6 +53,57 @@ def from_pretrained_whisper(
             "pass load_in_4bit=False"
         )
     return load_whisper(folder, kwargs.get("whisper_language"), kwargs.get("whisper_task"), _mlx_dtype(dtype))
+
+
+def _check_auto_model(owner: str, kwargs: Dict[str, Any], family: str, accepted: Sequence[str]) -> None:
+    auto_model = kwargs.pop("auto_model", None)
+    name = getattr(auto_model, "__name__", repr(auto_model))
+    if auto_model is not None and name not in accepted:
+        raise NotImplementedError(
+            f"{owner} on MLX cannot honour auto_model={name}: this checkpoint is {family!r}; "
+            f"pass auto_model={accepted[0]}"
+        )
+
+
+def from_pretrained_csm(
+    owner: str,
+    folder: str | Path,
+    dtype: Any,
+    load_in_4bit: Optional[bool],
+    load_in_8bit: bool,
+    kwargs: Dict[str, Any],
+) -> Tuple[Any, Any]:
+    """mlx-audio's Sesame model with transformers' Mimi, and the `CsmProcessor`; quantized bases refused by name."""
+    _check_auto_model(owner, kwargs, "csm", CSM_AUTO_MODELS)
+    check_load_keywords(owner, kwargs, CSM_LOAD_USED)
+    if load_in_4bit or load_in_8bit or kwargs.get("load_in_fp8"):
+        raise NotImplementedError(
+            f"{owner}: a quantized CSM base is not built on MLX (mlx-audio's Sesame model trains in 16 or 32 bits); "
+            "pass load_in_4bit=False, as the notebook does"
+        )
+    model, processor = load_csm(folder, _mlx_dtype(dtype))
+    model.generate = MethodType(generate_csm, model)
+    # The notebook's `Trainer(model=model, ...)` names no processor; the MLX trainer finds it here.
+    setattr(model, TOKENIZER_ATTRIBUTE, processor)
+    return model, processor
+
+
+def get_peft_model_csm(
+    owner: str,
+    model: Any,
+    r: int,
+    target_modules: Optional[Sequence[str] | str],
+    lora_alpha: float,
+    kwargs: Dict[str, Any],
+) -> Any:
+    """LoRA on the backbone's and depth decoder's linears, as PEFT places it on transformers' CSM."""
+    lora_dropout = kwargs.pop("lora_dropout", 0.0)
+    random_state = kwargs.pop("random_state", 3407)
+    use_rslora = kwargs.pop("use_rslora", False)
+    kwargs.pop("max_seq_length", None)
+    check_peft_keywords(owner, kwargs, WHISPER_PEFT_USED)
+    targets = csm_targets(target_modules)
+    return apply_csm_lora(model, targets, r, lora_alpha, lora_dropout, random_state, bool(use_rslora))
 
 
 def get_peft_model_whisper(

@@ -9,6 +9,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 from ..training.own_rows import register_own_rows
 from ..training.train_data import PreparedRows, TrainRows
+from .csm_training import CsmOwnRows
 from .evaluation import evaluate_whisper
 from .training import WhisperRows, WhisperTrainRows, encode_whisper_rows, whisper_step
 from .whisper import is_whisper
@@ -70,3 +71,4 @@ class WhisperOwnRows:
 
 
 register_own_rows(WhisperOwnRows())
+register_own_rows(CsmOwnRows())

@@ -20,7 +20,8 @@ from unsloth_zoo.mlx.loading import resolve_model_folder
 
 from ..models.fast_model import FastModel as FastTextModel
 from ..models.language import FastLanguageModel as TextLanguageModel
-from ..speech.loading import from_pretrained_whisper, get_peft_model_whisper
+from ..speech.csm import is_csm, is_csm_folder
+from ..speech.loading import from_pretrained_csm, from_pretrained_whisper, get_peft_model_csm, get_peft_model_whisper
 from ..speech.whisper import is_whisper, is_whisper_folder
 from .backend import REFUSED, routed_model_type, trainable_families, vision_tower
 from .lora import read_vision_adapter
@@ -95,6 +96,8 @@ class FastModel(FastTextModel):
             return from_pretrained_whisper(
                 "FastModel.from_pretrained", folder, dtype, load_in_4bit, load_in_8bit, kwargs
             )
+        if is_csm_folder(folder):
+            return from_pretrained_csm("FastModel.from_pretrained", folder, dtype, load_in_4bit, load_in_8bit, kwargs)
         if text_only or not loads_as_vision(model_name, kwargs.get("token"), kwargs.get("revision")):
             return FastTextModel.from_pretrained(
                 model_name, max_seq_length, dtype, load_in_4bit, load_in_8bit, full_finetuning, **kwargs
@@ -137,6 +140,9 @@ class FastModel(FastTextModel):
             # The switches go through the keyword table, which refuses the ones Whisper's LoRA cannot honour.
             kwargs.update({name: value for name, value in switches.items() if value is not None})
             return get_peft_model_whisper("FastModel.get_peft_model", model, r, target_modules, lora_alpha, kwargs)
+        if is_csm(model):
+            kwargs.update({name: value for name, value in switches.items() if value is not None})
+            return get_peft_model_csm("FastModel.get_peft_model", model, r, target_modules, lora_alpha, kwargs)
         if not _is_vision_model(model):
             return FastTextModel.get_peft_model(model, r, target_modules, lora_alpha, **switches, **kwargs)
         # A switch left at None keeps FastVisionModel's default (on).
@@ -147,13 +153,13 @@ class FastModel(FastTextModel):
 
     @staticmethod
     def for_inference(model: Any) -> Any:
-        if is_whisper(model):
+        if is_whisper(model) or is_csm(model):
             return model.eval()
         return FastVisionModel.for_inference(model) if _is_vision_model(model) else FastTextModel.for_inference(model)
 
     @staticmethod
     def for_training(model: Any, use_gradient_checkpointing: Any = True) -> Any:
-        if is_whisper(model):
+        if is_whisper(model) or is_csm(model):
             return model.train()
         if _is_vision_model(model):
             return FastVisionModel.for_training(model, use_gradient_checkpointing)
