@@ -13,9 +13,21 @@ import sys
 import numpy as np
 from llama_cpp import Llama
 
+# One thread, prompt batches included: the session runs a test file per core, and llama.cpp's threads spin-wait
+# for each other, so a second thread on a busy core costs more than it gives on a tiny model.
+THREADS = 1
+
 
 def continue_text(path: str, text: str, count: int, **settings) -> dict:
-    llm = Llama(model_path=path, n_ctx=128, n_threads=2, logits_all=True, verbose=False, **settings)
+    llm = Llama(
+        model_path=path,
+        n_ctx=128,
+        n_threads=THREADS,
+        n_threads_batch=THREADS,
+        logits_all=True,
+        verbose=False,
+        **settings,
+    )
     prompt = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
     llm.eval(prompt)
     first = np.array(llm.scores[len(prompt) - 1], dtype=np.float64)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from llama_cpp import Llama, llama_cpp
 from llama_cpp import mtmd_cpp as mtmd
+from llama_cpp_greedy import THREADS
 
 
 def _prompt_ids(chunks, image_token: int) -> list:
@@ -39,10 +40,10 @@ def _last_logits(context, n_vocab: int) -> np.ndarray:
 
 
 def continue_prompt(path: str, mmproj: str, rgb: bytes, size: tuple, image_token: int, text: str, count: int) -> dict:
-    llm = Llama(model_path=path, n_ctx=256, n_batch=256, n_threads=2, verbose=False)
+    llm = Llama(model_path=path, n_ctx=256, n_batch=256, n_threads=THREADS, n_threads_batch=THREADS, verbose=False)
     params = mtmd.mtmd_context_params_default()
     params.use_gpu = False
-    params.n_threads = 2
+    params.n_threads = THREADS
     params.warmup = False
     context = mtmd.mtmd_init_from_file(mmproj.encode(), llm.model, params)
     assert context, f"libmtmd could not load {mmproj}"

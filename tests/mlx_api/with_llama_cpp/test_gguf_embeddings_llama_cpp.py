@@ -11,6 +11,8 @@ import pytest
 from tools.kits.tiny_embedding_model import FAMILIES, build_tiny_embedding_model
 from unsloth import FastSentenceTransformer
 
+from .llama_cpp_greedy import THREADS
+
 # Each notebook's get_peft_model target_modules, by the family its model belongs to.
 TARGETS = {
     "bert": ["value", "key", "dense", "query"],
@@ -60,7 +62,7 @@ def test_llama_cpp_gives_the_mlx_embeddings_back(exported: dict, index: int) -> 
 
     model, path = exported["model"], exported["paths"][index]
     assert path.name == ("unsloth.F16.gguf", "unsloth.F32.gguf")[index]
-    llm = Llama(str(path), embedding=True, n_ctx=128, n_threads=2, verbose=False)
+    llm = Llama(str(path), embedding=True, n_ctx=128, n_threads=THREADS, n_threads_batch=THREADS, verbose=False)
     try:
         tokens = [llm.tokenize(text.encode(), add_bos=True, special=True) for text in TEXTS]
         theirs = np.array(llm.embed(TEXTS))
