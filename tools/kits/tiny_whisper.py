@@ -11,6 +11,9 @@ from pathlib import Path
 
 MEL_BINS = 8
 WIDTH = 32
+# Whisper's window: the feature extractor pads every clip to it, and the encoder reads 50 positions a second.
+WINDOW_SECONDS = 30
+POSITIONS_PER_SECOND = 50
 
 
 def whisper_special_tokens() -> list:
@@ -21,8 +24,16 @@ def whisper_special_tokens() -> list:
     return ["<|startoftranscript|>", *languages, *tasks, "<|notimestamps|>"]
 
 
-def build_tiny_whisper(folder: str | Path, tokenizer_cache_dir: str | Path | None = None, seed: int = 0) -> Path:
-    """Write a loadable tiny Whisper (one encoder and one decoder layer, 32 wide, 8 mel bins) into `folder`."""
+def build_tiny_whisper(
+    folder: str | Path,
+    tokenizer_cache_dir: str | Path | None = None,
+    seed: int = 0,
+    window_seconds: int = WINDOW_SECONDS,
+    init_std: float = 0.02,
+) -> Path:
+    """Write a loadable tiny Whisper (one encoder and one decoder layer, 32 wide, 8 mel bins) into `folder`; a
+    window shorter than Whisper's 30 s makes the encoder's attention, which dominates a step on CPU, that much
+    shorter."""
     import torch
     from transformers import (
         WhisperConfig,
@@ -41,7 +52,8 @@ def build_tiny_whisper(folder: str | Path, tokenizer_cache_dir: str | Path | Non
         tokenizer_object=backend, unk_token=end, bos_token=end, eos_token=end, pad_token=end
     )
     tokenizer.add_special_tokens({"additional_special_tokens": whisper_special_tokens()})
-    processor = WhisperProcessor(WhisperFeatureExtractor(feature_size=MEL_BINS), tokenizer)
+    extractor = WhisperFeatureExtractor(feature_size=MEL_BINS, chunk_length=window_seconds)
+    processor = WhisperProcessor(extractor, tokenizer)
     end_id = tokenizer.convert_tokens_to_ids(end)
     config = WhisperConfig(
         vocab_size=len(tokenizer),
@@ -54,7 +66,7 @@ def build_tiny_whisper(folder: str | Path, tokenizer_cache_dir: str | Path | Non
         encoder_ffn_dim=4 * WIDTH,
         decoder_ffn_dim=4 * WIDTH,
         num_mel_bins=MEL_BINS,
-        max_source_positions=1500,
+        max_source_positions=POSITIONS_PER_SECOND * window_seconds,
         max_target_positions=64,
         decoder_start_token_id=tokenizer.convert_tokens_to_ids("<|startoftranscript|>"),
         bos_token_id=end_id,
@@ -62,8 +74,14 @@ def build_tiny_whisper(folder: str | Path, tokenizer_cache_dir: str | Path | Non
         pad_token_id=end_id,
         suppress_tokens=[],
         begin_suppress_tokens=None,
+        init_std=init_std,
     )
     torch.manual_seed(seed)
-    WhisperForConditionalGeneration(config).save_pretrained(folder)
+    model = WhisperForConditionalGeneration(config)
+    # torch zeroes the padding row, and the output head is tied to it; Whisper pads with <|endoftext|>, whose row a
+    # trained checkpoint has filled, so without this the model's logit for ending a transcription is always zero.
+    with torch.no_grad():
+        model.model.decoder.embed_tokens.weight[end_id].normal_(0.0, init_std)
+    model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
