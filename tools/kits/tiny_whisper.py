@@ -24,6 +24,29 @@ def whisper_special_tokens() -> list:
     return ["<|startoftranscript|>", *languages, *tasks, "<|notimestamps|>"]
 
 
+def whisper_generation_config(tokenizer, config):
+    """The generation config a Hub Whisper ships, whose language and task tables `generate` reads."""
+    from transformers import GenerationConfig
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
+    ids = tokenizer.convert_tokens_to_ids
+    return GenerationConfig(
+        decoder_start_token_id=config.decoder_start_token_id,
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        max_length=config.max_target_positions,
+        is_multilingual=True,
+        lang_to_id={f"<|{code}|>": ids(f"<|{code}|>") for code in LANGUAGES},
+        task_to_id={"transcribe": ids("<|transcribe|>"), "translate": ids("<|translate|>")},
+        no_timestamps_token_id=ids("<|notimestamps|>"),
+        prev_sot_token_id=ids("<|startofprev|>"),
+        suppress_tokens=[],
+        begin_suppress_tokens=None,
+        return_timestamps=False,
+    )
+
+
 def build_tiny_whisper(
     folder: str | Path,
     tokenizer_cache_dir: str | Path | None = None,
@@ -82,6 +105,7 @@ def build_tiny_whisper(
     # trained checkpoint has filled, so without this the model's logit for ending a transcription is always zero.
     with torch.no_grad():
         model.model.decoder.embed_tokens.weight[end_id].normal_(0.0, init_std)
+    model.generation_config = whisper_generation_config(tokenizer, config)
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder

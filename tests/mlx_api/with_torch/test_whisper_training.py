@@ -1,5 +1,6 @@
 """Issue 49, Whisper: after training through the notebook's calls, the model transcribes its training clips with a
-lower WER than before. The tiny Whisper here has a one-second window (so a step costs milliseconds on CPU) and
+lower WER than before; and `Seq2SeqTrainingArguments(predict_with_generate=True)` evaluates on the ids transformers'
+`Seq2SeqTrainer` generates. The tiny Whisper here has a one-second window (so a step costs milliseconds on CPU) and
 weights at a trained model's scale (`init_std=0.5`): at transformers' default of 0.02 every logit stays within about
 one of the others, and no LoRA on `q_proj` / `v_proj` can make one token win."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 from unsloth import FastModel
@@ -19,6 +21,7 @@ from .test_whisper_notebook import (
     notebook_arguments,
     notebook_pipeline,
     transcription_wer,
+    word_error_rate,
 )
 
 TEXTS = ["red kettle", "blue bees"]
@@ -88,3 +91,95 @@ def test_training_lowers_the_word_error_rate_on_the_training_clips(trainable_whi
     print(f"WER before {before:.2f}, after {after:.2f}: {texts}")
     assert before >= 1.0 and after <= 0.5
     assert any(text == wanted for text, wanted in zip(texts, TEXTS))
+
+
+def generated_wer_metrics(tokenizer, seen: list):
+    """Hugging Face's Whisper fine-tuning compute_metrics for predict_with_generate: the predictions are token ids."""
+
+    def compute_metrics(pred) -> dict:
+        seen.append(pred)
+        label_ids = pred.label_ids.copy()
+        label_ids[label_ids == -100] = tokenizer.tokenizer.pad_token_id
+        pred_str = tokenizer.batch_decode(pred.predictions, skip_special_tokens=True)
+        label_str = tokenizer.batch_decode(label_ids, skip_special_tokens=True)
+        return {"wer": 100 * word_error_rate(pred_str, label_str)}
+
+    return compute_metrics
+
+
+def generation_arguments(output_dir, **extra) -> dict:
+    return dict(
+        output_dir=str(output_dir),
+        per_device_eval_batch_size=2,
+        remove_unused_columns=False,
+        report_to="none",
+        predict_with_generate=True,
+        generation_max_length=12,
+        generation_num_beams=1,
+        **extra,
+    )
+
+
+def notebook_generation_settings(model) -> None:
+    """The notebook's settings, and two suppression lists a Hub checkpoint's generation config carries."""
+    model.generation_config.language = "<|en|>"
+    model.generation_config.task = "transcribe"
+    model.generation_config.forced_decoder_ids = None
+    model.generation_config.suppress_tokens = [128]
+    model.generation_config.begin_suppress_tokens = [112]
+
+
+def test_predict_with_generate_evaluates_on_seq2seq_trainer_s_generated_ids(trainable_whisper, tmp_path) -> None:
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, WhisperForConditionalGeneration
+
+    model, tokenizer = load_notebook_model(trainable_whisper)
+    model = FastModel.get_peft_model(model, r=8, target_modules=["q_proj", "v_proj"], lora_alpha=8, task_type=None)
+    notebook_generation_settings(model)
+    # Four rows in batches of two: transformers credits a short last batch with the full batch size, MLX each row once.
+    clips = [clip(index) for index in range(4)]
+    rows = [
+        {
+            "input_features": tokenizer.feature_extractor(audio, sampling_rate=16000).input_features[0],
+            "labels": tokenizer.tokenizer(text).input_ids,
+        }
+        for audio, text in zip(clips, [*TEXTS, "green river", "pale moon"])
+    ]
+    ours: list = []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*label_names", RuntimeWarning)
+        trainer = Seq2SeqTrainer(
+            model=model,
+            train_dataset=rows,
+            eval_dataset=rows,
+            data_collator=DataCollatorSpeechSeq2SeqWithPadding(processor=tokenizer),
+            tokenizer=tokenizer.feature_extractor,
+            compute_metrics=generated_wer_metrics(tokenizer, ours),
+            args=Seq2SeqTrainingArguments(**generation_arguments(tmp_path / "mlx")),
+        )
+    metrics = trainer.evaluate()
+
+    reference = WhisperForConditionalGeneration.from_pretrained(str(trainable_whisper))
+    notebook_generation_settings(reference)
+    theirs: list = []
+    expected = Seq2SeqTrainer(
+        model=reference,
+        eval_dataset=rows,
+        data_collator=DataCollatorSpeechSeq2SeqWithPadding(processor=tokenizer),
+        processing_class=tokenizer.feature_extractor,
+        compute_metrics=generated_wer_metrics(tokenizer, theirs),
+        args=Seq2SeqTrainingArguments(**generation_arguments(tmp_path / "torch", use_cpu=True)),
+    ).evaluate()
+    print(f"MLX {metrics}\nSeq2SeqTrainer {expected}")
+    assert abs(metrics["eval_loss"] - expected["eval_loss"]) <= 1e-4
+    assert metrics["eval_wer"] == pytest.approx(expected["eval_wer"])
+    np.testing.assert_array_equal(ours[0].predictions, theirs[0].predictions)
+    np.testing.assert_array_equal(ours[0].label_ids, theirs[0].label_ids)
+    assert ours[0].predictions.shape == (len(rows), model.generation_config.max_length)
+
+    trainer.args.generation_num_beams = 4
+    with pytest.raises(NotImplementedError, match="num_beams=4"):
+        trainer.evaluate()
+    trainer.args.generation_num_beams = 1
+    model.generation_config.language = None
+    with pytest.raises(NotImplementedError, match="generation_config.language"):
+        trainer.evaluate()
