@@ -159,6 +159,12 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
 
         (workdir / "vision").mkdir()
         vision = measure_vision(options, workdir / "vision")
+    whisper = None
+    if getattr(options, "whisper_steps", 0) > 0:
+        from tools.bench_mlx_whisper import measure_whisper
+
+        (workdir / "whisper").mkdir()
+        whisper = measure_whisper(options, workdir / "whisper")
     shapes = None
     if options.shapes:
         from tools.bench_mlx_shapes import measure_shapes
@@ -172,6 +178,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
             "grpo": grpo,
             "dpo": dpo,
             "vision": vision,
+            "whisper": whisper,
             "shapes": shapes,
         }
     positions = options.batch * (options.seq_len - 1) * options.steps
@@ -201,6 +208,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "grpo": grpo,
         "dpo": dpo,
         "vision": vision,
+        "whisper": whisper,
         "shapes": shapes,
     }
 
@@ -239,6 +247,10 @@ def format_table(result: dict) -> str:
         from tools.bench_mlx_vision import format_vision_table
 
         lines += ["", format_vision_table(result["vision"])] if lines else [format_vision_table(result["vision"])]
+    if result.get("whisper"):
+        from tools.bench_mlx_whisper import format_whisper_table
+
+        lines += ["", format_whisper_table(result["whisper"])] if lines else [format_whisper_table(result["whisper"])]
     if result.get("shapes"):
         from tools.bench_mlx_shapes import format_shapes_table
 
@@ -282,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vision-steps", type=int, default=0, help="timed vision SFT steps against mlx-vlm's trainer (0: skip)"
     )
+    parser.add_argument(
+        "--whisper-steps", type=int, default=0, help="timed Whisper LoRA steps against mlx-tune's STT trainer (0: skip)"
+    )
+    parser.add_argument("--whisper-batch", type=int, default=2, help="clips per Whisper step")
+    parser.add_argument("--whisper-width", type=int, default=64, help="the benchmark Whisper's d_model")
+    parser.add_argument("--whisper-layers", type=int, default=1, help="encoder and decoder layers of that Whisper")
     add_shape_arguments(parser)
     add_depth_arguments(parser)
     options = parser.parse_args(argv)
@@ -293,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         options.grpo_prompts = 0
         options.dpo_steps = 0
         options.vision_steps = 0
+        options.whisper_steps = 0
         options.shapes = ""
         options.depth_shapes = ""
     from tools.bench_mlx_dpo import lora_available
@@ -309,6 +328,10 @@ def main(argv: list[str] | None = None) -> int:
     from tools.bench_mlx_vision import settle_vision_steps
 
     if not settle_vision_steps(options):
+        return 2
+    from tools.bench_mlx_whisper import settle_whisper_steps
+
+    if not settle_whisper_steps(options):
         return 2
     result = measure(options)
     print(format_table(result))
