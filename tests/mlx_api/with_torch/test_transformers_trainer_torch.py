@@ -101,3 +101,15 @@ def test_a_torch_model_keeps_transformers_trainer_and_a_subclass_refuses_an_mlx_
     with pytest.raises(NotImplementedError, match="WithOwnLoss .a subclass of transformers' Trainer. cannot train"):
         WithOwnLoss(model=model, args=mlx_arguments, train_dataset=labelled_rows(tokenizer))
     assert isinstance(Seq2SeqTrainer(model, mlx_arguments, None, labelled_rows(tokenizer)), UnslothTrainer)
+
+
+def test_predict_with_generate_on_a_text_model_is_refused_by_name(load_public, tmp_path) -> None:
+    """Generation at evaluation is built for Whisper only; a text model would report logits-based metrics instead."""
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    model, tokenizer = load_public()
+    arguments = Seq2SeqTrainingArguments(**shared(tmp_path), predict_with_generate=True, generation_max_length=16)
+    with pytest.raises(NotImplementedError, match="predict_with_generate=True is built on MLX for Whisper only"):
+        Seq2SeqTrainer(model, arguments, None, labelled_rows(tokenizer))
+    plain = Seq2SeqTrainer(model, Seq2SeqTrainingArguments(**shared(tmp_path)), None, labelled_rows(tokenizer))
+    assert plain.args.predict_with_generate is False

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Whisper's evaluation as transformers' `Seq2SeqTrainer` runs it without `predict_with_generate`: the eval loss
-(each batch's token mean, credited to each of its rows) and `compute_metrics` on `EvalPrediction(predictions=(logits,
-encoder_last_hidden_state), label_ids=labels)`, both padded across batches with -100 as transformers pads them."""
+"""Whisper's evaluation as transformers' `Seq2SeqTrainer` runs it: the eval loss (each batch's token mean, credited
+to each of its rows) and `compute_metrics` on `EvalPrediction(predictions=(logits, encoder_last_hidden_state),
+label_ids=labels)`, or with `predict_with_generate` on the generated ids (`generation.py`), padded across batches with
+-100 as transformers pads them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Callable, List, Optional
 import mlx.core as mx
 import numpy as np
 
+from .generation import generated_batch
 from .training import IGNORED, WhisperRows, whisper_loss
 
 
@@ -46,6 +48,7 @@ def evaluate_whisper(trainer: Any, rows: WhisperRows, compute_metrics: Optional[
     """Eval loss (and compute_metrics' results, prefixed `eval_`) over `rows`, logged and handed to callbacks."""
     model, size = trainer.model, trainer.args.per_device_eval_batch_size
     pad_token = int(model.config.pad_token_id)
+    generate = bool(getattr(trainer.args, "predict_with_generate", False))
     model.eval()
     start = time.time()
     row_losses: List[float] = []
@@ -56,7 +59,11 @@ def evaluate_whisper(trainer: Any, rows: WhisperRows, compute_metrics: Optional[
         lengths = mx.array([len(rows.rows[index]) for index in indices])
         loss, _ = whisper_loss(model, mx.array(tokens), lengths, mx.array(weights), mx.array(mels))
         row_losses += [loss.item()] * len(indices)
-        if compute_metrics is not None:
+        if compute_metrics is not None and generate:
+            ids, padded_labels = generated_batch(trainer, mels, _labels(tokens, weights))
+            logits.append(ids)
+            labels.append(padded_labels)
+        elif compute_metrics is not None:
             encoded = model.encoder(mx.array(mels).astype(model.dtype))
             logits.append(np.array(model.decoder(mx.array(tokens[:, :-1]), encoded)[0].astype(mx.float32)))
             hidden.append(np.array(encoded.astype(mx.float32)))
@@ -68,7 +75,7 @@ def evaluate_whisper(trainer: Any, rows: WhisperRows, compute_metrics: Optional[
     if compute_metrics is not None:
         from transformers import EvalPrediction
 
-        predictions = (_padded(logits, IGNORED), _padded(hidden, IGNORED))
+        predictions = _padded(logits, IGNORED) if generate else (_padded(logits, IGNORED), _padded(hidden, IGNORED))
         prediction = EvalPrediction(predictions=predictions, label_ids=_padded(labels, IGNORED))
         metrics.update({f"eval_{name}": value for name, value in compute_metrics(prediction).items()})
     runtime = time.time() - start

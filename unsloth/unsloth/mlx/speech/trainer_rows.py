@@ -34,6 +34,9 @@ class WhisperSplits(NamedTuple):
 class WhisperOwnRows:
     """The notebook's speech collator on a Whisper model: log-mel features and labels, trained by mlx-audio's model."""
 
+    # Seq2SeqTrainingArguments(predict_with_generate=True) evaluates on greedy transcriptions (`generation.py`).
+    predicts_with_generate = True
+
     def collator(self, model: Any, processor: Any, data_collator: Any, dataset: Any) -> Optional[Any]:
         if not is_whisper(model):
             return None

@@ -16,20 +16,33 @@ import numpy as np
 NO_EFFECT = ("torch_dtype", "dtype", "device", "device_map", "return_language", "framework")
 
 
-def greedy_transcription(model: Any, tokenizer: Any, mel: np.ndarray) -> List[int]:
-    """The ids generated after the forced prefix for one clip's mel frames (frames first), greedy."""
+def greedy_ids(model: Any, mel: np.ndarray, prompt: List[int], end_token: int, new_tokens: int) -> List[int]:
+    """The ids generated after `prompt` for one clip's mel frames (frames first), greedy, with the model's
+    `generation_config.suppress_tokens` never chosen and its `begin_suppress_tokens` not chosen first, as
+    transformers' Whisper logits processors do."""
+    settings = getattr(model, "generation_config", None)
+    suppressed = list(getattr(settings, "suppress_tokens", None) or [])
+    at_begin = list(getattr(settings, "begin_suppress_tokens", None) or [])
     audio = model.encoder(mx.array(mel[None]).astype(model.dtype))
-    prefix = list(tokenizer.prefix_tokens)
-    room = model.dims.n_text_ctx - len(prefix)
-    logits, cache, _ = model.decoder(mx.array([prefix]), audio)
+    logits, cache, _ = model.decoder(mx.array([prompt]), audio)
     generated: List[int] = []
-    while len(generated) < room:
-        token = int(mx.argmax(logits[0, -1]).item())
-        if token == tokenizer.eos_token_id:
+    while len(generated) < new_tokens:
+        scores = logits[0, -1].astype(mx.float32)
+        banned = suppressed + (at_begin if not generated else [])
+        if banned:
+            scores[mx.array(banned)] = -mx.inf
+        token = int(mx.argmax(scores).item())
+        if token == end_token:
             break
         generated.append(token)
         logits, cache, _ = model.decoder(mx.array([[token]]), audio, kv_cache=cache)
     return generated
+
+
+def greedy_transcription(model: Any, tokenizer: Any, mel: np.ndarray) -> List[int]:
+    """The ids generated after the tokenizer's forced prefix until `<|endoftext|>` or the decoder's last position."""
+    prefix = list(tokenizer.prefix_tokens)
+    return greedy_ids(model, mel, prefix, tokenizer.eos_token_id, model.dims.n_text_ctx - len(prefix))
 
 
 def _waveform(inputs: Any, sampling_rate: int) -> np.ndarray:

@@ -151,6 +151,8 @@ DEFAULT_ONLY_KEYWORDS: Dict[str, Tuple[Any, ...]] = {
     "fsdp_config": (None,),
     "accelerator_config": (None,),
     "parallelism_config": (None,),
+    "generation_config": (None,),
+    "sortish_sampler": _OFF,
 }
 
 _ADAMW = (
@@ -209,6 +211,10 @@ TRAINER_KEYWORDS: Dict[str, Any] = {
     "completion_only_loss": None,
     # Upstream's flag for an IterableDataset: rows are read in the order they come, as Hugging Face streams them.
     "streaming": False,
+    # Seq2SeqTrainingArguments' generation at evaluation; the trainer refuses them for a model that cannot generate.
+    "predict_with_generate": False,
+    "generation_max_length": None,
+    "generation_num_beams": None,
 }
 # TRL's keywords that are not backend fields, each kept as an attribute with the value given or this default.
 KEPT_KEYWORDS: Dict[str, Any] = {

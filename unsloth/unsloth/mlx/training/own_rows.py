@@ -61,3 +61,12 @@ def refuse_completion_only_loss(value: Any) -> None:
             "completion_only_loss=True trains only the answers of a vision model (with UnslothVisionDataCollator) "
             "on MLX; for a text model call train_on_responses_only(trainer) instead"
         )
+
+
+def refuse_predict_with_generate(source: Optional[OwnRows], value: Any) -> None:
+    """Seq2SeqTrainer's generation at evaluation is built for the sources that say so (Whisper's), no other."""
+    if value and not getattr(source, "predicts_with_generate", False):
+        raise NotImplementedError(
+            "predict_with_generate=True is built on MLX for Whisper only (its eval clips transcribed greedily); "
+            "this model's evaluation reports eval_loss from its logits, so leave predict_with_generate off"
+        )

@@ -23,7 +23,12 @@ from unsloth_zoo.mlx.trainer import MLXTrainer
 from .arguments import read_trainer_call
 from .collated import collated_text_rows, own_collator, refuse_masked_language_modeling
 from .embedding_rate import with_embedding_learning_rate
-from .own_rows import own_evaluation_rows, own_rows_collator, refuse_completion_only_loss
+from .own_rows import (
+    own_evaluation_rows,
+    own_rows_collator,
+    refuse_completion_only_loss,
+    refuse_predict_with_generate,
+)
 from .packing import PackedTrainRows, packed_step, refuse_unpackable
 from .quantized_training import refuse_quantized_base_without_lora
 from ..chat.responses_only import response_masked_cross_entropy
@@ -64,6 +69,7 @@ class UnslothTrainer(MLXTrainer):
         self._own_rows, self.vision_collator = own_rows_collator(
             model, call.processor, call.data_collator, call.train_dataset
         )
+        refuse_predict_with_generate(self._own_rows, getattr(config, "predict_with_generate", False))
         if self._own_rows is not None:
             train, encoded = self._own_rows.encode(self.vision_collator, call.train_dataset, call.eval_dataset, config)
             self._own_encoded = encoded
