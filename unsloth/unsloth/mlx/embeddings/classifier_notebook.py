@@ -76,9 +76,9 @@ def from_pretrained_classifier(
 def _from_adapter(folder: Path, max_seq_length: Optional[int], dtype: Any, kwargs: Dict[str, Any]) -> Any:
     """A folder `save_pretrained` wrote for a LoRA classifier: its base, the LoRA, then the saved modules."""
     settings = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-    base_kwargs = {**kwargs, **{name: value for name, value in settings.get("unsloth_labels", {}).items()}}
+    # As PEFT's reload: the base as transformers loads it, with the caller's label settings.
     model, tokenizer = from_pretrained_classifier(
-        settings["base_model_name_or_path"], max_seq_length, dtype, False, base_kwargs
+        settings["base_model_name_or_path"], max_seq_length, dtype, False, kwargs
     )
     _add_lora(model, settings["r"], settings["lora_alpha"], 0.0, settings["target_modules"], None)
     loaded = []
@@ -159,11 +159,6 @@ def get_peft_model_classifier(
     return model
 
 
-def _label_settings(model: SequenceClassifier) -> Dict[str, Any]:
-    config = model.hf_config
-    return {name: config[name] for name in LABEL_KEYWORDS if config.get(name) is not None}
-
-
 def save_pretrained(model: SequenceClassifier, save_directory: str, *args: Any, **kwargs: Any) -> None:
     """PEFT's adapter folder for a LoRA classifier, else transformers' ModernBertForSequenceClassification folder."""
     folder = Path(save_directory)
@@ -202,9 +197,6 @@ def save_pretrained(model: SequenceClassifier, save_directory: str, *args: Any, 
         "init_lora_weights": True,
         "use_rslora": False,
         "use_dora": False,
-        # Not PEFT's: the label settings the base is loaded with again on MLX (transformers reads them from the
-        # caller, as the notebook's from_pretrained passes them).
-        "unsloth_labels": _label_settings(model),
     }
     (folder / "adapter_config.json").write_text(json.dumps(config, indent=2))
     _save(folder / "adapter_model.safetensors", adapter)
