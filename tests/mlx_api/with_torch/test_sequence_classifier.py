@@ -181,3 +181,20 @@ def test_trainer_evaluates_with_compute_metrics_and_lora_save_reloads_on_torch(
     model.eval()
     np.testing.assert_allclose(np.array(model(**inputs).logits), theirs, atol=1e-4)
     assert not np.allclose(theirs, _torch_logits(torch_folder, TEXTS), atol=1e-3)
+
+
+def test_full_finetune_of_a_bare_backbone_saves_a_classifier_transformers_loads(tmp_path: Path) -> None:
+    """The notebook's path: full_finetuning=True on a checkpoint without a head (transformers' init for it), then
+    save_pretrained writes ModernBertForSequenceClassification's folder with the labels."""
+    from tools.kits.tiny_embedding_model import build_tiny_embedding_model
+
+    base = build_tiny_embedding_model(tmp_path / "base", "modernbert")
+    model, tokenizer = _load(base, num_labels=3, id2label=LABELS, full_finetuning=True)
+    std = float(np.array(model.classifier.weight).std())
+    assert 0.5 * 32**-0.5 < std < 32**-0.5, std  # transformers' truncated normal, std hidden_size ** -0.5
+    folder = tmp_path / "saved"
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    inputs = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    np.testing.assert_allclose(np.array(model(**inputs).logits), _torch_logits(folder, TEXTS), atol=1e-4)
+    assert transformers.AutoConfig.from_pretrained(str(folder)).id2label == LABELS
