@@ -181,6 +181,8 @@ def test_trainer_evaluates_with_compute_metrics_and_lora_save_reloads_on_torch(
     model.eval()
     np.testing.assert_allclose(np.array(model(**inputs).logits), theirs, atol=1e-4)
     assert not np.allclose(theirs, _torch_logits(torch_folder, TEXTS), atol=1e-3)
+    again, _ = _load(folder)  # the notebook's reload: the adapter folder by name
+    np.testing.assert_allclose(np.array(again(**inputs).logits), theirs, atol=1e-4)
 
 
 def test_full_finetune_of_a_bare_backbone_saves_a_classifier_transformers_loads(tmp_path: Path) -> None:

@@ -162,6 +162,14 @@ class ClassifierTrainer(MLXTrainer):
         self.model.train(was_training)
         return np.concatenate(logits), rows.labels, total / len(rows)
 
+    def save_model(self, output_dir: Optional[str] = None, _internal_call: bool = False) -> None:
+        """transformers' save_model: the model's own save_pretrained (PEFT's layout for LoRA) and the tokenizer."""
+        if self.world.is_main:
+            folder = output_dir or self.args.output_dir
+            self.model.save_pretrained(folder)
+            if self.tokenizer is not None:
+                self.tokenizer.save_pretrained(folder)
+
     def evaluate(self, eval_dataset: Any = None, **kwargs: Any) -> dict:
         """transformers' evaluate: eval_loss, then compute_metrics(EvalPrediction) under `eval_` names."""
         start = time.time()
