@@ -200,3 +200,22 @@ def test_full_finetune_of_a_bare_backbone_saves_a_classifier_transformers_loads(
     inputs = tokenizer(TEXTS, padding=True, return_tensors="pt")
     np.testing.assert_allclose(np.array(model(**inputs).logits), _torch_logits(folder, TEXTS), atol=1e-4)
     assert transformers.AutoConfig.from_pretrained(str(folder)).id2label == LABELS
+
+
+def test_sentiment_pipeline_answers_as_transformers_pipeline(torch_folder: Path) -> None:
+    from transformers import pipeline
+
+    model, tokenizer = _load(torch_folder)
+    ours = pipeline("sentiment-analysis", model=model, tokenizer=tokenizer)(TEXTS[0])
+    reference = transformers.AutoModelForSequenceClassification.from_pretrained(str(torch_folder))
+    theirs = pipeline("sentiment-analysis", model=reference, tokenizer=tokenizer, device="cpu")(TEXTS[0])
+    assert ours[0]["label"] == theirs[0]["label"]
+    assert abs(ours[0]["score"] - theirs[0]["score"]) < 1e-4
+
+
+def test_another_family_as_a_classifier_is_refused_by_name(tmp_path: Path) -> None:
+    from tools.kits.tiny_embedding_model import build_tiny_embedding_model
+
+    base = build_tiny_embedding_model(tmp_path / "bert", "bert")
+    with pytest.raises(NotImplementedError, match="'bert' checkpoint is not supported on MLX"):
+        _load(base, num_labels=2)
