@@ -19,6 +19,7 @@ from mlx.utils import tree_map
 
 from unsloth_zoo.mlx.callbacks import CallbackHandler, FlowCallback, TrainerControl, TrainerState
 from unsloth_zoo.mlx.distributed import current_world
+from unsloth_zoo.mlx.lora import warn_if_training_without_lora
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
 from ..training.arguments import trainer_arguments
@@ -84,6 +85,7 @@ class ClassifierTrainer(MLXTrainer):
             )
         if train_dataset is None:
             raise ValueError("Trainer on MLX needs a train_dataset")
+        warn_if_training_without_lora(model, "Trainer")
         self.args = trainer_arguments(args, {}, model)
         self.model = model
         self.world = current_world()

@@ -65,10 +65,8 @@ def from_pretrained_classifier(
     object.__setattr__(model, "name_or_path", str(folder))
     object.__setattr__(model, "model_name", str(model_name))
     setattr(model, FULL_FINETUNING_ATTRIBUTE, bool(full_finetuning))
-    if full_finetuning:
-        model.unfreeze()
-    else:
-        model.freeze()
+    # A transformers model trains every weight until LoRA freezes the rest.
+    model.unfreeze()
     model.save_pretrained = MethodType(save_pretrained, model)
     return model, tokenizer
 
@@ -80,7 +78,8 @@ def _from_adapter(folder: Path, max_seq_length: Optional[int], dtype: Any, kwarg
     model, tokenizer = from_pretrained_classifier(
         settings["base_model_name_or_path"], max_seq_length, dtype, False, kwargs
     )
-    _add_lora(model, settings["r"], settings["lora_alpha"], 0.0, settings["target_modules"], None)
+    alpha = settings["lora_alpha"] * (math.sqrt(settings["r"]) if settings.get("use_rslora") else 1.0)
+    _add_lora(model, settings["r"], alpha, 0.0, settings["target_modules"], settings.get("modules_to_save"))
     loaded = []
     for name, value in mx.load(str(folder / "adapter_model.safetensors")).items():
         inner = name[len(PEFT_PREFIX) :]
@@ -156,6 +155,7 @@ def get_peft_model_classifier(
     mx.random.seed(int(random_state))
     _add_lora(model, r, alpha, lora_dropout, targets, modules_to_save)
     object.__setattr__(model, "lora_alpha", float(lora_alpha))
+    object.__setattr__(model, "use_rslora", bool(use_rslora))
     return model
 
 
@@ -195,7 +195,7 @@ def save_pretrained(model: SequenceClassifier, save_directory: str, *args: Any, 
         "fan_in_fan_out": False,
         "inference_mode": True,
         "init_lora_weights": True,
-        "use_rslora": False,
+        "use_rslora": bool(getattr(model, "use_rslora", False)),
         "use_dora": False,
     }
     (folder / "adapter_config.json").write_text(json.dumps(config, indent=2))
