@@ -180,6 +180,8 @@ def prepare_embeddings(repositories: Dict[str, str], rows: int = 64) -> Dict[str
     files = {
         "sentence-transformers/all-nli": [{"anchor": q, "positive": a} for q, a in facts],
         "tomaarsen/miriad-4.4M-split": [{"question": q, "passage_text": a} for q, a in facts],
+        # dair-ai/emotion's columns: a text and one of six labels.
+        "dair-ai/emotion": [{"text": f"{q} {a}", "label": i % 6} for i, (q, a) in enumerate(facts)],
     }
     paths = {}
     for dataset_id, records in files.items():

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-CELL_COUNTS = {"all_minilm_l6_v2": 13, "embeddinggemma": 11}
+CELL_COUNTS = {"all_minilm_l6_v2": 13, "bert_classification": 12, "embeddinggemma": 11}
 PRINTED = {
     "all_minilm_l6_v2": ("'loss'", "Post-Training Results"),
+    "bert_classification": ("'loss'", "'eval_accuracy'", "'label': '"),
     "embeddinggemma": ("'loss'", "'eval_loss'", "ndcg@10"),
 }
 

@@ -30,7 +30,7 @@ _PUBLIC = {
     "UnslothTrainingArguments": "training.arguments",
     "UnslothTrainer": "training.trainer",
     "FastLanguageModel": "vision.fast_model",
-    "FastModel": "vision.fast_model",
+    "FastModel": "embeddings.classifier_notebook",
     "get_chat_template": "chat.templates",
     "train_on_responses_only": "chat.responses_only",
     "is_bfloat16_supported": "compat.memory",

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """transformers' `pipeline("automatic-speech-recognition", model=<MLX Whisper>, ...)` gives the MLX transcriber
-(`speech.transcribe`); every other call, a torch model's included, reaches transformers' own `pipeline`."""
+(`speech.transcribe`), and `pipeline("text-classification" / "sentiment-analysis", model=<MLX classifier>)` the
+classifier's labels and scores as transformers' pipeline gives them; every other call, a torch model's included,
+reaches transformers' own `pipeline`."""
 
 from __future__ import annotations
 
@@ -12,6 +14,44 @@ from typing import Any
 from .transformers_trainer import ROUTED_MARK, is_mlx_model
 
 ASR_TASK = "automatic-speech-recognition"
+CLASSIFICATION_TASKS = ("text-classification", "sentiment-analysis")
+
+
+class TextClassifier:
+    """transformers' text-classification pipeline over the MLX classifier: the top label and its score, with
+    softmax for single-label, sigmoid for one label or multi-label, none for regression (its defaults)."""
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        self.model, self.tokenizer = model, tokenizer
+
+    def _scores(self, logits: Any) -> Any:
+        import numpy as np
+
+        config = self.model.hf_config
+        kind = config.get("problem_type")
+        if kind == "regression":
+            return logits
+        if kind == "multi_label_classification" or int(config["num_labels"]) == 1:
+            return 1.0 / (1.0 + np.exp(-logits))
+        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return shifted / shifted.sum(axis=-1, keepdims=True)
+
+    def __call__(self, inputs: Any, **kwargs: Any) -> Any:
+        import mlx.core as mx
+        import numpy as np
+
+        if kwargs:
+            raise NotImplementedError(f"the MLX text-classification pipeline cannot honour {', '.join(sorted(kwargs))}")
+        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        was_training = self.model.training
+        self.model.eval()
+        encoded = self.tokenizer(texts, padding=True, truncation=True, return_tensors="np")
+        logits = np.array(self.model(encoded["input_ids"], encoded["attention_mask"]).logits.astype(mx.float32))
+        self.model.train(was_training)
+        scores = self._scores(logits)
+        labels = self.model.hf_config["id2label"]
+        best = scores.argmax(axis=-1)
+        return [{"label": labels[int(i)], "score": float(row[i])} for row, i in zip(scores, best)]
 
 
 def _mlx_whisper_pipeline(model: Any, kwargs: dict) -> Any:
@@ -41,11 +81,18 @@ def route_pipeline(module: ModuleType) -> None:
         if not is_mlx_model(model):
             return original(task, model, *args, **kwargs)
         from ..speech.whisper import is_whisper
+        from .transformers_trainer import is_sequence_classifier
 
+        if task in CLASSIFICATION_TASKS and is_sequence_classifier(model) and not args:
+            tokenizer = kwargs.pop("tokenizer", None) or model.tokenizer
+            if kwargs:
+                raise NotImplementedError(f"pipeline({task!r}) on MLX cannot honour {', '.join(sorted(kwargs))}")
+            return TextClassifier(model, tokenizer)
         if task != ASR_TASK or args or not is_whisper(model):
             raise NotImplementedError(
                 f"transformers' pipeline({task!r}) cannot run an MLX model; on MLX only "
-                f"pipeline({ASR_TASK!r}, model=<a Whisper from FastModel.from_pretrained>) is built"
+                f"pipeline({ASR_TASK!r}, model=<a Whisper from FastModel.from_pretrained>) and "
+                f"pipeline('text-classification', model=<a classifier from FastModel.from_pretrained>) are built"
             )
         return _mlx_whisper_pipeline(model, kwargs)
 

@@ -49,6 +49,12 @@ def is_mlx_model(value: Any) -> bool:
     return isinstance(value, nn.Module)
 
 
+def is_sequence_classifier(value: Any) -> bool:
+    from ..embeddings.classifier import SequenceClassifier
+
+    return isinstance(value, SequenceClassifier)
+
+
 def _default_arguments() -> Any:
     from transformers import TrainingArguments
 
@@ -74,6 +80,15 @@ def mlx_trainer(kind: type, model: Any, args: Tuple[Any, ...], kwargs: Dict[str,
     if clashes:
         raise TypeError(f"{kind.__name__} got multiple values for {', '.join(clashes)}")
     named.update(kwargs)
+    if is_sequence_classifier(model):
+        from .classifier_trainer import ClassifierTrainer
+
+        tokenizer = named.pop("tokenizer", None)
+        if named.get("processing_class") is None:
+            named["processing_class"] = tokenizer
+        if named.get("args") is None:
+            named["args"] = _default_arguments()
+        return ClassifierTrainer(model, **named)  # type: ignore[return-value]
     # transformers 4's `tokenizer=`, which the published notebooks still pass.
     tokenizer = named.pop("tokenizer", None)
     if named.get("processing_class") is None:
