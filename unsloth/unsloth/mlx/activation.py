@@ -114,6 +114,8 @@ def install_shims() -> None:
     # `from vllm import SamplingParams` gets a stand-in, while availability checks still see no vLLM.
     importlib.import_module("unsloth.mlx.compat.vllm_stand_in").install_vllm_stand_in()
     hooks.after_import("trl.import_utils", _patch_trl_vllm_check)
+    # The speech notebooks' cloned or pip-installed codecs, when absent, are named with where they come from.
+    importlib.import_module("unsloth.mlx.compat.network_modules").install_network_module_finder()
 
 
 def activate() -> bool:

@@ -66,6 +66,9 @@ def columns(dataset: Any) -> List[str]:
         return list(names)
     if isinstance(dataset, (list, tuple)) and dataset and isinstance(dataset[0], dict):
         return list(dataset[0])
+    # A map-style torch `Dataset` (Llasa's `MemmapTTSDataset`): its rows' keys are its columns.
+    if _map_style(dataset) and len(dataset) and isinstance(dataset[0], dict):
+        return list(dataset[0])
     features = getattr(dataset, "features", None)
     return list(features) if features else []
 
@@ -96,10 +99,20 @@ def streamed_rows(dataset: Any, config: Any) -> List[Any]:
     return rows
 
 
+def _map_style(dataset: Any) -> bool:
+    return hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__") and not hasattr(dataset, "column_names")
+
+
 def _column(rows: Any, name: str) -> List[Any]:
     if hasattr(rows, "column_names"):
         return list(rows[name])
-    return [row[name] for row in rows]
+    return [rows[index][name] for index in range(len(rows))]
+
+
+def _trailing_padding(attention: np.ndarray, mask: np.ndarray) -> int:
+    """How many positions at the row's end are padding (attention 0) outside the loss: nothing earlier sees them."""
+    kept = np.flatnonzero((attention != 0) | mask)
+    return len(attention) - (int(kept[-1]) + 1 if len(kept) else 0)
 
 
 def _tokenized(rows: Any, max_seq_length: int) -> PreparedRows:
@@ -108,10 +121,16 @@ def _tokenized(rows: Any, max_seq_length: int) -> PreparedRows:
             "dataset_kwargs={'skip_prepare_dataset': True} needs an already tokenized dataset with an input_ids "
             f"column; this one has {columns(rows)} (drop skip_prepare_dataset to let the trainer tokenize the text)"
         )
-    ids = [list(row)[:max_seq_length] for row in _column(rows, "input_ids")]
+    names = columns(rows)
+    ids = [np.asarray(row).tolist()[:max_seq_length] for row in _column(rows, "input_ids")]
     masks = None
-    if "labels" in columns(rows):
-        masks = [np.asarray(list(row)[:max_seq_length]) != IGNORE_INDEX for row in _column(rows, "labels")]
+    if "labels" in names:
+        masks = [np.asarray(row)[:max_seq_length] != IGNORE_INDEX for row in _column(rows, "labels")]
+    if masks is not None and "attention_mask" in names:
+        # Rows padded to a fixed length (as the TTS notebooks' datasets are) train on their tokens alone.
+        attention = [np.asarray(row)[:max_seq_length] for row in _column(rows, "attention_mask")]
+        cut = [len(row) - _trailing_padding(seen, mask) for row, seen, mask in zip(ids, attention, masks)]
+        ids, masks = [row[:end] for row, end in zip(ids, cut)], [mask[:end] for mask, end in zip(masks, cut)]
     return PreparedRows(TokenizedRows(ids), False, masks)
 
 
