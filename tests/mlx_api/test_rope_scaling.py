@@ -218,3 +218,48 @@ def test_yarn_outside_the_families_checked_against_llama_cpp_is_refused_by_name(
     assert {"llama", "mistral", "qwen2", "qwen3", "gpt_oss"} <= set(listed) and "phi3" not in listed
     with pytest.raises(UnsupportedModel, match="mlx_lm's qwen3_moe builds a plain RoPE and ignores rope_scaling"):
         rope_scaling({"model_type": "qwen3_moe", "rope_scaling": QWEN3_YARN})
+
+
+def _as_saved_by(folder: Path, tmp_path: Path, name: str, rope: dict) -> Path:
+    copy = tmp_path / name
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    for key in ("rope_theta", "rope_scaling", "rope_parameters"):
+        config.pop(key, None)
+    config.update(rope)
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"rope_type": "default"},
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+        },
+    ],
+    ids=["base-only", "llama3"],
+)
+def test_a_folder_saved_by_transformers_5_keeps_its_rope_base_and_scaling(tmp_path: Path, scaling: dict) -> None:
+    """transformers 5 writes rope_theta and the scaling only inside rope_parameters; the older layout, with the same
+    numbers at the top level, is what mlx_lm reads, so both must give the same logits."""
+    from tools.kits.tiny_mlx_model import build_tiny_mlx_model
+    from unsloth import FastLanguageModel
+
+    folder = build_tiny_mlx_model(tmp_path / "llama")
+    theta = 500000.0
+    older = {"rope_theta": theta, **({"rope_scaling": scaling} if scaling["rope_type"] != "default" else {})}
+    newer = {"rope_parameters": {**scaling, "rope_theta": theta}}
+    ids = mx.array([list(range(1, 60))])
+    logits = {}
+    for name, rope in (("older", older), ("newer", newer)):
+        model, _ = FastLanguageModel.from_pretrained(str(_as_saved_by(folder, tmp_path, name, rope)))
+        logits[name] = np.array(model(ids).astype(mx.float32))
+    plain, _ = FastLanguageModel.from_pretrained(str(folder))
+    assert not np.allclose(np.array(plain(ids).astype(mx.float32)), logits["older"], atol=1e-3)  # the base matters
+    np.testing.assert_allclose(logits["newer"], logits["older"], atol=1e-6)

@@ -55,6 +55,21 @@ def _rope_settings(config: Dict[str, Any]) -> Dict[str, Any]:
     return dict(scaling) if isinstance(scaling, dict) else {}
 
 
+def rope_from_parameters(config: Dict[str, Any]) -> Dict[str, Any]:
+    """The top-level `rope_theta` and `rope_scaling` a folder saved by transformers 5 keeps only inside
+    `rope_parameters`: mlx_lm's classes of this release read the top-level keys, and would otherwise run the default
+    base (10000) and no scaling. Per-layer-type parameters (no `rope_type` of their own) are left to the class."""
+    parameters = config.get("rope_parameters")
+    if not isinstance(parameters, dict) or "rope_type" not in parameters:
+        return {}
+    overrides: Dict[str, Any] = {}
+    if "rope_theta" not in config and "rope_theta" in parameters:
+        overrides["rope_theta"] = parameters["rope_theta"]
+    if "rope_scaling" not in config and parameters["rope_type"] != "default":
+        overrides["rope_scaling"] = {key: value for key, value in parameters.items() if key != "rope_theta"}
+    return overrides
+
+
 def extended_context(config: Dict[str, Any], max_seq_length: Optional[int]) -> Dict[str, Any]:
     """The config keys that let a model with `config` run `max_seq_length` tokens; empty when it already can."""
     positions = config.get("max_position_embeddings")
@@ -132,28 +147,29 @@ def load_model(
     from mlx_lm import load
 
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    overrides = extended_context(config, max_seq_length)
+    extension = extended_context(config, max_seq_length)
+    overrides = {**rope_from_parameters(config), **extension}
     adapter = None if adapter_path is None else str(adapter_path)
     try:
         model, tokenizer = load(
             str(folder), tokenizer_config=tokenizer_config, model_config=overrides, adapter_path=adapter
         )
     except ValueError as error:
-        if "rope_scaling" not in overrides or "rope_scaling" not in str(error):
+        if "rope_scaling" not in extension or "rope_scaling" not in str(error):
             raise
         # A class that accepts only its own scaling kinds (Phi-3: LongRoPE) is built unscaled, then scaled below.
-        window = {"max_position_embeddings": overrides["max_position_embeddings"]}
+        window = {key: value for key, value in overrides.items() if key != "rope_scaling"}
         model, tokenizer = load(
             str(folder), tokenizer_config=tokenizer_config, model_config=window, adapter_path=adapter
         )
-    if "rope_scaling" in overrides:
-        _apply_linear_rope(model, overrides["rope_scaling"]["factor"])
-    if overrides:
+    if "rope_scaling" in extension:
+        _apply_linear_rope(model, extension["rope_scaling"]["factor"])
+    if extension:
         logger.warning(
             "Unsloth: the model has %s positions; RoPE %s extends it to max_seq_length=%d",
             config["max_position_embeddings"],
-            f"scaling (linear, factor {overrides['rope_scaling']['factor']:g})"
-            if "rope_scaling" in overrides
+            f"scaling (linear, factor {extension['rope_scaling']['factor']:g})"
+            if "rope_scaling" in extension
             else "(its own Llama 3 scaling)",
             max_seq_length,
         )
