@@ -21,6 +21,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import mlx.core as mx
 import numpy as np
 
+from .saving import lora_tensors, write_peft_adapter
+
 CSM_MARK = "_unsloth_csm"
 LORA_SETTINGS_ATTRIBUTE = "_unsloth_csm_lora"
 SOURCE_ATTRIBUTE = "_unsloth_csm_source"
@@ -413,33 +415,13 @@ def apply_csm_lora(
 
 
 def peft_tensors(model: Any) -> Dict[str, mx.array]:
-    """PEFT's names and layouts: lora_A (rank, in) and lora_B (out, rank), the transposes of mlx-lm's."""
-    tensors = {}
-    for path, owner, name in _linears(model):
-        layer = getattr(owner, name)
-        if "lora_a" in layer:
-            tensors[f"{PEFT_PREFIX}{path}.lora_A.weight"] = mx.contiguous(layer.lora_a.T)
-            tensors[f"{PEFT_PREFIX}{path}.lora_B.weight"] = mx.contiguous(layer.lora_b.T)
-    return tensors
+    """PEFT's names and layouts for CSM's adapted linears, in both decoders."""
+    adapted = ((path, getattr(owner, name)) for path, owner, name in _linears(model))
+    return lora_tensors(PEFT_PREFIX, ((path, layer) for path, layer in adapted if "lora_a" in layer))
 
 
 def save_csm_adapter(model: Any, save_directory: str | Path, **_: Any) -> None:
     """`model.save_pretrained(folder)` on a CSM with LoRA: PEFT's adapter files for transformers' CSM."""
     settings = getattr(model, LORA_SETTINGS_ATTRIBUTE, None)
-    if settings is None:
-        raise NotImplementedError(
-            "model.save_pretrained on a CSM without LoRA: saving CSM's full weights is not built on MLX yet; "
-            "call FastModel.get_peft_model(model, ...) first to train and save an adapter"
-        )
-    folder = Path(save_directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    mx.save_safetensors(str(folder / "adapter_model.safetensors"), peft_tensors(model), metadata={"format": "pt"})
-    config = {
-        "peft_type": "LORA",
-        "task_type": None,
-        "base_model_name_or_path": getattr(model, SOURCE_ATTRIBUTE, None),
-        "bias": "none",
-        "inference_mode": True,
-        **settings,
-    }
-    (folder / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    tensors = peft_tensors(model) if settings is not None else {}
+    write_peft_adapter(save_directory, tensors, settings, getattr(model, SOURCE_ATTRIBUTE, None), "CSM")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import MethodType
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import mlx.core as mx
 
@@ -88,37 +88,30 @@ def from_pretrained_csm(
     return model, processor
 
 
-def get_peft_model_csm(
+def _speech_peft_model(
     owner: str,
     model: Any,
     r: int,
     target_modules: Optional[Sequence[str] | str],
     lora_alpha: float,
     kwargs: Dict[str, Any],
+    targets_of: Callable[[Any], Sequence[str]],
+    apply: Callable[..., Any],
 ) -> Any:
+    """The notebook's `get_peft_model` keywords read once for every speech family, then its own LoRA placement."""
+    lora_dropout = kwargs.pop("lora_dropout", 0.0)
+    random_state = kwargs.pop("random_state", 3407)
+    use_rslora = kwargs.pop("use_rslora", False)
+    kwargs.pop("max_seq_length", None)
+    check_peft_keywords(owner, kwargs, WHISPER_PEFT_USED)
+    return apply(model, targets_of(target_modules), r, lora_alpha, lora_dropout, random_state, bool(use_rslora))
+
+
+def get_peft_model_csm(owner: str, model: Any, r: int, target_modules: Any, lora_alpha: float, kwargs: Dict) -> Any:
     """LoRA on the backbone's and depth decoder's linears, as PEFT places it on transformers' CSM."""
-    lora_dropout = kwargs.pop("lora_dropout", 0.0)
-    random_state = kwargs.pop("random_state", 3407)
-    use_rslora = kwargs.pop("use_rslora", False)
-    kwargs.pop("max_seq_length", None)
-    check_peft_keywords(owner, kwargs, WHISPER_PEFT_USED)
-    targets = csm_targets(target_modules)
-    return apply_csm_lora(model, targets, r, lora_alpha, lora_dropout, random_state, bool(use_rslora))
+    return _speech_peft_model(owner, model, r, target_modules, lora_alpha, kwargs, csm_targets, apply_csm_lora)
 
 
-def get_peft_model_whisper(
-    owner: str,
-    model: Any,
-    r: int,
-    target_modules: Optional[Sequence[str] | str],
-    lora_alpha: float,
-    kwargs: Dict[str, Any],
-) -> Any:
+def get_peft_model_whisper(owner: str, model: Any, r: int, target_modules: Any, lora_alpha: float, kwargs: Dict) -> Any:
     """LoRA as PEFT places it on transformers' Whisper (`task_type=None`, as the notebook must set)."""
-    lora_dropout = kwargs.pop("lora_dropout", 0.0)
-    random_state = kwargs.pop("random_state", 3407)
-    use_rslora = kwargs.pop("use_rslora", False)
-    kwargs.pop("max_seq_length", None)
-    check_peft_keywords(owner, kwargs, WHISPER_PEFT_USED)
-    targets = whisper_targets(target_modules)
-    return apply_whisper_lora(model, targets, r, lora_alpha, lora_dropout, random_state, bool(use_rslora))
+    return _speech_peft_model(owner, model, r, target_modules, lora_alpha, kwargs, whisper_targets, apply_whisper_lora)

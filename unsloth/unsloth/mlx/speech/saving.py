@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 
 import mlx.core as mx
 
@@ -39,31 +39,44 @@ def _adapted(model: Any) -> Iterator[Tuple[str, Any]]:
 
 
 def peft_tensors(model: Any) -> Dict[str, mx.array]:
-    """PEFT's names and layouts: lora_A (rank, in) and lora_B (out, rank), the transposes of mlx-lm's."""
+    """PEFT's names and layouts for Whisper's adapted linears."""
+    return lora_tensors(PEFT_PREFIX, _adapted(model))
+
+
+def lora_tensors(prefix: str, adapted: Iterable[Tuple[str, Any]]) -> Dict[str, mx.array]:
+    """lora_A (rank, in) and lora_B (out, rank), the transposes of mlx-lm's, under `prefix` + transformers' path."""
     tensors = {}
-    for path, layer in _adapted(model):
-        tensors[f"{PEFT_PREFIX}{path}.lora_A.weight"] = mx.contiguous(layer.lora_a.T)
-        tensors[f"{PEFT_PREFIX}{path}.lora_B.weight"] = mx.contiguous(layer.lora_b.T)
+    for path, layer in adapted:
+        tensors[f"{prefix}{path}.lora_A.weight"] = mx.contiguous(layer.lora_a.T)
+        tensors[f"{prefix}{path}.lora_B.weight"] = mx.contiguous(layer.lora_b.T)
     return tensors
 
 
-def save_whisper_adapter(model: Any, save_directory: str | Path, **_: Any) -> None:
-    """`model.save_pretrained(folder)` on a Whisper with LoRA: PEFT's adapter files."""
-    settings = getattr(model, LORA_SETTINGS_ATTRIBUTE, None)
+def write_peft_adapter(
+    save_directory: str | Path, tensors: Dict[str, mx.array], settings: Optional[Dict[str, Any]], source: Any, kind: str
+) -> None:
+    """PEFT's adapter files (`task_type=None`, as the speech notebooks set it) for a model LoRA was put on."""
     if settings is None:
         raise NotImplementedError(
-            "model.save_pretrained on a Whisper without LoRA: saving Whisper's full weights is not built on MLX yet; "
+            f"model.save_pretrained on a {kind} without LoRA: saving {kind}'s full weights is not built on MLX yet; "
             "call FastModel.get_peft_model(model, ...) first to train and save an adapter"
         )
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
-    mx.save_safetensors(str(folder / WEIGHTS_FILE), peft_tensors(model), metadata={"format": "pt"})
+    mx.save_safetensors(str(folder / WEIGHTS_FILE), tensors, metadata={"format": "pt"})
     config = {
         "peft_type": "LORA",
         "task_type": None,
-        "base_model_name_or_path": getattr(model, SOURCE_ATTRIBUTE, None),
+        "base_model_name_or_path": source,
         "bias": "none",
         "inference_mode": True,
         **settings,
     }
     (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def save_whisper_adapter(model: Any, save_directory: str | Path, **_: Any) -> None:
+    """`model.save_pretrained(folder)` on a Whisper with LoRA: PEFT's adapter files."""
+    settings = getattr(model, LORA_SETTINGS_ATTRIBUTE, None)
+    tensors = peft_tensors(model) if settings is not None else {}
+    write_peft_adapter(save_directory, tensors, settings, getattr(model, SOURCE_ATTRIBUTE, None), "Whisper")
