@@ -29,12 +29,6 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> Dict[int, Path]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 47: measured 30.3 MiB against mlx_lm's 28.4 on CPU, where our step is not compiled and mlx_lm's "
-    "is (29.7 compiled, as on a Mac; was 81.1 before gradients were evaluated before clipping, 31.3 before a step's "
-    "gradients were dropped before the next); the compiled step still holds about 1 MiB more than mlx_lm's, not yet found",
-)
 def test_our_checkpointed_peak_is_at_most_mlx_lms_on_twelve_layers(folders: Dict[int, Path]) -> None:
     assert len(LORA_KEYS) == 7
     theirs = peak_in_subprocess(MLX_LM, folders[12], LENGTH, True)["peak_bytes"]

@@ -200,6 +200,7 @@ def test_the_check_measures_the_pass_the_step_will_run(load_tiny, config, compil
     tiny model's pass peaks about 6% higher), so a plain measurement of a compiled step would be wrong."""
     import mlx.core as mx
 
+    from unsloth_zoo.mlx.backward_order import evaluate_gradients
     from unsloth_zoo.mlx.memory_guard import trainer_probe
 
     trainer = _trainer(load_tiny, config, mx_compile=compiled)
@@ -212,6 +213,8 @@ def test_the_check_measures_the_pass_the_step_will_run(load_tiny, config, compil
     for _ in range(2):
         mx.eval(trainer.model.parameters(), trainer.optimizer.state, tokens, lengths)
         mx.reset_peak_memory()
-        mx.eval(trainer._forward_backward(tokens, lengths))
+        loss, count, grads = trainer._forward_backward(tokens, lengths)
+        # Evaluated as the trainer's step evaluates it: the loss, then each gradient in backward order.
+        evaluate_gradients(grads, loss, count)
         stepped.append(int(mx.get_peak_memory()))
     assert abs(measured - min(stepped)) <= 0.03 * min(stepped), (measured, stepped)

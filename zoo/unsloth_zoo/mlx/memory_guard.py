@@ -25,6 +25,7 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 from ..dataset_num_proc import _available_memory
+from .backward_order import evaluate_gradients
 from .loss import masked_cross_entropy
 
 logger = logging.getLogger(__name__)
@@ -263,7 +264,7 @@ def trainer_probe(trainer: Any) -> Probe:
         resident = int(mx.get_active_memory()) + held
         mx.reset_peak_memory()
         (loss, count), grads = forward_backward(tokens, lengths)
-        mx.eval(loss, count, grads)
+        evaluate_gradients(grads, loss, count)
         peak = int(mx.get_peak_memory()) + held
         return Measurement(resident, peak, rows, width, gradient_bytes)
 
