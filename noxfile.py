@@ -42,9 +42,11 @@ nox.options.sessions = [
 
 ROOT = Path(__file__).parent
 PIP_SETTINGS = pip_settings.read()
-# uv takes its packages where pip is told to (pip's config is uv's environment), and seeds each venv with pip, which
-# the sessions' own `python -m pip` calls (a llama.cpp wheel build, `pip freeze` for pins) need.
-for _variable, _value in {**pip_settings.uv_environment(PIP_SETTINGS), "UV_VENV_SEED": "1"}.items():
+# uv takes its packages where pip is told to (pip's config is uv's environment), seeds each venv with pip, which the
+# sessions' own `python -m pip` calls (a llama.cpp wheel build, `pip freeze` for pins) need, and compiles bytecode at
+# install as pip does: else the 8-rank launches each compile torch's modules at once on their first import.
+UV_AS_PIP = {"UV_VENV_SEED": "1", "UV_COMPILE_BYTECODE": "1"}
+for _variable, _value in {**pip_settings.uv_environment(PIP_SETTINGS), **UV_AS_PIP}.items():
     os.environ.setdefault(_variable, _value)
 DATASETS_VERSIONS = json.loads((ROOT / "shared" / "datasets_versions.json").read_text())["versions"]
 RUNTIME_DEPS = ["datasets", "tokenizers", "psutil"]

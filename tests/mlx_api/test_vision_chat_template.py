@@ -105,10 +105,10 @@ def test_gguf_of_a_family_without_a_projector_converter_is_refused_by_name(tmp_p
     from tools.kits.tiny_vlm_model import BUILDERS
     from unsloth import FastVisionModel
 
-    # Qwen 3.5's tower: llama.cpp writes it as qwen3vl, which this exporter writes for Qwen 3 VL only.
-    model, processor = FastVisionModel.from_pretrained(str(BUILDERS["qwen3_5"](tmp_path / "qwen3_5")))
+    # Llama 3.2 Vision's cross-attention tower: llama.cpp has no mmproj converter for it.
+    model, processor = FastVisionModel.from_pretrained(str(BUILDERS["mllama"](tmp_path / "mllama")))
     with pytest.raises(NotImplementedError) as error:
         model.save_pretrained_gguf(str(tmp_path / "gguf"), processor)
-    assert "model_type 'qwen3_5'" in str(error.value)
-    assert "writes its projector as qwen3vl" in str(error.value)
+    assert "model_type 'mllama'" in str(error.value)
+    assert "has no mmproj converter for it" in str(error.value)
     assert not (tmp_path / "gguf").exists() or not list((tmp_path / "gguf").iterdir())
