@@ -76,7 +76,7 @@ def _square(index: int) -> Any:
     return Image.new("RGB", (side, side), COLOURS[index % len(COLOURS)])
 
 
-def our_rows(count: int) -> List[Dict[str, Any]]:
+def our_rows(count: int, answer: str = ANSWER) -> List[Dict[str, Any]]:
     """Rows as the vision notebooks write them: image parts inside the messages."""
     return [
         {
@@ -85,31 +85,37 @@ def our_rows(count: int) -> List[Dict[str, Any]]:
                     "role": "user",
                     "content": [{"type": "text", "text": QUESTION}, {"type": "image", "image": _square(i)}],
                 },
-                {"role": "assistant", "content": [{"type": "text", "text": ANSWER}]},
+                {"role": "assistant", "content": [{"type": "text", "text": answer}]},
             ]
         }
         for i in range(count)
     ]
 
 
-def mlx_vlm_rows(count: int) -> List[Dict[str, Any]]:
+def mlx_vlm_rows(count: int, answer: str = ANSWER) -> List[Dict[str, Any]]:
     """The same rows in mlx-vlm's dataset shape: plain-text messages and an `images` column."""
     return [
         {
-            "messages": [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": ANSWER}],
+            "messages": [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": answer}],
             "images": [_square(i)],
         }
         for i in range(count)
     ]
 
 
-def _our_model(folder: Path, rank: int, seed: int) -> tuple:
+def _our_model(folder: Path, rank: int, seed: int, checkpointing: bool = False) -> tuple:
     # The MLX package itself, so the bench runs off a Mac without UNSLOTH_MLX=1.
     from unsloth.mlx import FastVisionModel
 
     model, processor = FastVisionModel.from_pretrained(str(folder))
     model = FastVisionModel.get_peft_model(
-        model, finetune_vision_layers=False, r=rank, lora_alpha=2 * rank, lora_dropout=0, random_state=seed
+        model,
+        finetune_vision_layers=False,
+        r=rank,
+        lora_alpha=2 * rank,
+        lora_dropout=0,
+        random_state=seed,
+        use_gradient_checkpointing=checkpointing,
     )
     FastVisionModel.for_training(model)
     return model, processor
@@ -128,10 +134,19 @@ def _flat(tree: Any) -> List[tuple]:
     return list(tree_flatten(tree))
 
 
-def _our_trainer(folder: Path, rows: list, options: Any, steps: int, output: Path, callbacks: list) -> tuple:
+def our_trainer(
+    folder: Path,
+    rows: list,
+    options: Any,
+    steps: int,
+    output: Path,
+    callbacks: list,
+    max_length: int = 512,
+    checkpointing: bool = False,
+) -> tuple:
     from unsloth.mlx import SFTConfig, UnslothTrainer, UnslothVisionDataCollator
 
-    model, processor = _our_model(folder, options.rank, options.seed)
+    model, processor = _our_model(folder, options.rank, options.seed, checkpointing)
     config = SFTConfig(
         per_device_train_batch_size=options.batch,
         gradient_accumulation_steps=1,
@@ -148,7 +163,7 @@ def _our_trainer(folder: Path, rows: list, options: Any, steps: int, output: Pat
         remove_unused_columns=False,
         dataset_text_field="",
         dataset_kwargs={"skip_prepare_dataset": True},
-        max_length=512,
+        max_length=max_length,
     )
     collator = UnslothVisionDataCollator(model, processor)
     trainer = UnslothTrainer(
@@ -160,13 +175,24 @@ def _our_trainer(folder: Path, rows: list, options: Any, steps: int, output: Pat
 def time_ours(folder: Path, options: Any, output: Path) -> float:
     clock = _StepClock()
     steps = options.warmup + options.vision_steps
-    trainer, _ = _our_trainer(folder, our_rows(options.batch * steps), options, steps, output, [clock])
+    trainer, _ = our_trainer(folder, our_rows(options.batch * steps), options, steps, output, [clock])
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         trainer.train()
     return clock.seconds_after(options.warmup)
 
 
-def time_mlx_vlm(folder: Path, linears: List[str], options: Any, output: Path) -> float:
+def mlx_vlm_trainer(
+    folder: Path,
+    linears: List[str],
+    rows: list,
+    options: Any,
+    steps: int,
+    output: Path,
+    callback: Any,
+    max_length: int = 512,
+    checkpointing: bool = False,
+) -> Any:
+    """mlx-vlm's own `Trainer` on `rows`, LoRA on `linears`, as `python -m mlx_vlm.train` would build it."""
     import mlx.core as mx
     import mlx.optimizers as optimizers
     from mlx_vlm.trainer import Trainer
@@ -174,7 +200,6 @@ def time_mlx_vlm(folder: Path, linears: List[str], options: Any, output: Path) -
     from mlx_vlm.trainer.vlm.config import VLMTrainingArgs
     from mlx_vlm.utils import load
 
-    steps = options.warmup + options.vision_steps
     model, processor = load(str(folder))
     mx.random.seed(options.seed)
     get_peft_model(model, linears, rank=options.rank, alpha=2 * options.rank, dropout=0.0, verbose=False)
@@ -186,20 +211,26 @@ def time_mlx_vlm(folder: Path, linears: List[str], options: Any, output: Path) -
         steps_per_eval=None,
         steps_per_save=10**9,
         adapter_file=str(output / "adapters.safetensors"),
-        max_seq_length=512,
+        max_seq_length=max_length,
         pad_to_multiple=1,
+        grad_checkpoint=checkpointing,
     )
-    clock = _StepClock()
     optimizer = optimizers.AdamW(learning_rate=LEARNING_RATE, weight_decay=0.0)
-    trainer = Trainer(
+    return Trainer(
         model,
         args,
-        train_dataset=mlx_vlm_rows(options.batch * steps),
+        train_dataset=rows,
         processing_class=processor,
         optimizer=optimizer,
-        training_callback=clock,
+        training_callback=callback,
         seed=options.seed,
     )
+
+
+def time_mlx_vlm(folder: Path, linears: List[str], options: Any, output: Path) -> float:
+    steps = options.warmup + options.vision_steps
+    clock = _StepClock()
+    trainer = mlx_vlm_trainer(folder, linears, mlx_vlm_rows(options.batch * steps), options, steps, output, clock)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         trainer.train()
     return clock.seconds_after(options.warmup)
@@ -209,7 +240,7 @@ def row_tokens(folder: Path, options: Any, output: Path) -> Dict[str, Any]:
     """Tokens of one row as each trainer encodes it, and the linears ours adapts."""
     from mlx_vlm.trainer.vlm.sft.dataset import VisionDataset
 
-    trainer, collator = _our_trainer(folder, our_rows(1), options, 1, output, [])
+    trainer, collator = our_trainer(folder, our_rows(1), options, 1, output, [])
     ours = len(collator.encode(our_rows(1)[0]).ids)
     theirs = int(VisionDataset(mlx_vlm_rows(1), trainer.model.config, collator.processor)[0]["input_ids"].shape[-1])
     return {OURS_NAME: ours, MLX_VLM_NAME: theirs, "linears": adapted_linears(trainer.model)}

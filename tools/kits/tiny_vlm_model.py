@@ -87,14 +87,14 @@ def qwen25_vl_config(ids: Dict[str, int]) -> dict:
     }
 
 
-def build_tiny_qwen25_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
-    """A loadable tiny Qwen 2.5 VL in `folder` (created if missing); returns its path."""
+def build_tiny_qwen25_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 512, layers: int = 2) -> Path:
+    """A loadable tiny Qwen 2.5 VL in `folder` (created if missing), `layers` language blocks; returns its path."""
     from mlx_vlm.models import qwen2_5_vl
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     ids = _write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE)
-    config = qwen25_vl_config(ids)
+    config = {**qwen25_vl_config(ids), "num_hidden_layers": layers}
     _write_json(folder / "config.json", config)
     pixels = QWEN_IMAGE_SIDE * QWEN_IMAGE_SIDE
     _write_json(

@@ -403,6 +403,18 @@ def _call_verdict(language_model: Any, call: Callable[[], Any], heads: List[Outp
         language_model.train(training)
 
 
+def settle_call_verdict(language_model: Any, call: Callable[[], Any]) -> int:
+    """Which of the language model's heads `call` ends in (-1: none), checked once and kept on the model. Call it
+    before differentiating: inside a gradient trace the two checking passes' activations stay alive until the trace
+    ends, which made a checkpointed first step hold four times a later step's peak."""
+    verdict = getattr(language_model, _CALL_VERDICT_ATTRIBUTE, None)
+    if verdict is None:
+        heads = _call_heads(language_model)
+        verdict = _call_verdict(language_model, call, heads) if heads else -1
+        object.__setattr__(language_model, _CALL_VERDICT_ATTRIBUTE, verdict)
+    return verdict
+
+
 def call_token_scores(
     language_model: Any, call: Callable[[], Any], targets: mx.array, *, chunk: Optional[int] = None
 ) -> TokenScores:
@@ -411,10 +423,7 @@ def call_token_scores(
     runs a chunk of positions at a time. Checked once against the call's own logits; else the whole logits."""
     targets = targets.astype(mx.int32)
     heads = _call_heads(language_model)
-    verdict = getattr(language_model, _CALL_VERDICT_ATTRIBUTE, None)
-    if verdict is None:
-        verdict = _call_verdict(language_model, call, heads) if heads else -1
-        object.__setattr__(language_model, _CALL_VERDICT_ATTRIBUTE, verdict)
+    verdict = settle_call_verdict(language_model, call)
     hidden = _hidden_of_call(language_model, call) if verdict >= 0 else None
     if hidden is None:
         _say_whole_once(language_model)

@@ -16,7 +16,7 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_map
 
-from unsloth_zoo.mlx.chunked_loss import call_token_scores
+from unsloth_zoo.mlx.chunked_loss import call_token_scores, settle_call_verdict
 from unsloth_zoo.mlx.data import TokenizedRows
 from unsloth_zoo.mlx.trainer import per_target, weighted_by_count
 
@@ -119,6 +119,13 @@ class VisionTrainRows(TrainRows):
         return {name: mx.array(np.concatenate(values, axis=0)) for name, values in joined.items()}
 
 
+def _logits_call(model: Any, tokens: mx.array, features: Dict[str, mx.array], token_features: frozenset) -> Any:
+    """mlx-vlm's own call for the logits of every position but the last, as a function of nothing."""
+    extras = {name: value[:, :-1] if name in token_features else value for name, value in features.items()}
+    pixel_values = extras.pop("pixel_values", None)
+    return lambda: causal_logits(model, tokens[:, :-1], pixel_values, extras)
+
+
 def vision_loss(
     model: Any,
     tokens: mx.array,
@@ -128,13 +135,10 @@ def vision_loss(
     token_features: frozenset = frozenset(),
 ) -> Any:
     """Mean next-token loss over the masked targets inside each row's length, and their count."""
-    extras = {name: value[:, :-1] if name in token_features else value for name, value in features.items()}
-    pixel_values = extras.pop("pixel_values", None)
     targets = tokens[:, 1:]
     # mlx-vlm's own call, its language model's head then taken a chunk of positions at a time.
-    log_probs = call_token_scores(
-        model.language_model, lambda: causal_logits(model, tokens[:, :-1], pixel_values, extras), targets
-    ).log_probs
+    scores = call_token_scores(model.language_model, _logits_call(model, tokens, features, token_features), targets)
+    log_probs = scores.log_probs
     positions = mx.arange(targets.shape[1])[None, :]
     keep = (positions < (lengths[:, None] - 1)) * weights[:, 1:]
     count = keep.sum()
@@ -163,6 +167,7 @@ def vision_step(model: Any, rows: VisionTrainRows) -> Any:
 
     def run(indices: List[int], tokens: Any, lengths: Any, weights: Any) -> Tuple[Any, Any, Any]:
         features = rows.read_features(indices, tokens.shape[1])
+        settle_call_verdict(model.language_model, _logits_call(model, tokens, features, rows.token_features))
         (loss, count), grads = loss_and_grad(model, tokens, lengths, weights, features, rows.token_features)
         return loss, count, grads
 
