@@ -182,6 +182,10 @@ def prepare_embeddings(repositories: Dict[str, str], rows: int = 64) -> Dict[str
         "tomaarsen/miriad-4.4M-split": [{"question": q, "passage_text": a} for q, a in facts],
         # dair-ai/emotion's columns: a text and one of six labels.
         "dair-ai/emotion": [{"text": f"{q} {a}", "label": i % 6} for i, (q, a) in enumerate(facts)],
+        # electroglyph/technical: a term as the anchor, three sentences using it as its positives.
+        "electroglyph/technical": [
+            {"anchor": q, "positive": f"{a} ({i})"} for q, a in facts[: rows // 3] for i in range(3)
+        ],
     }
     paths = {}
     for dataset_id, records in files.items():

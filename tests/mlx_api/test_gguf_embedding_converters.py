@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tools.kits.tiny_embedding_model import FAMILIES, IDENTITY, TANH
+from tools.kits.tiny_embedding_model import FAMILIES, IDENTITY, TANH, build_tiny_embedding_model
 from unsloth.mlx.gguf.convert import family_for
 from unsloth.mlx.gguf.converters.embeddings import DENSE_KEY, EMBEDDING_CONVERTERS
 from unsloth.mlx.gguf.families import POOLING_KEY, UnsupportedModel
@@ -81,3 +81,19 @@ def test_a_unigram_normalizer_llama_cpp_does_not_apply_is_refused_by_name(tmp_pa
     spec = {"model": {"type": "Unigram", "vocab": [["<unk>", 0.0]], "unk_id": 0}, "normalizer": {"type": "NFD"}}
     with pytest.raises(UnsupportedModel, match=r"does not apply the normalizers \['NFD'\]"):
         embedding_vocabulary_keys(_tokenizer_folder(tmp_path, spec), 8, ("Unigram",))
+
+
+def test_a_byte_level_modernbert_is_written_as_llama_cpp_reads_gte_modernbert(tmp_path) -> None:
+    # gte-modernbert-base's tokenizer is a byte-level BPE that wraps each text in [CLS] x [SEP]; llama.cpp's
+    # modern-bert reads it as a gpt2 vocabulary whose BOS and EOS are those two, both added.
+    from transformers import AutoTokenizer
+
+    folder = build_tiny_embedding_model(tmp_path, "modernbert")
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    vocab_size = FAMILIES["modernbert"].config["vocab_size"]
+    keys = embedding_vocabulary_keys(folder, vocab_size, EMBEDDING_CONVERTERS["modernbert"].vocabularies)
+    assert keys["tokenizer.ggml.model"][0] == "gpt2"
+    assert keys["tokenizer.ggml.bos_token_id"][0] == tokenizer.cls_token_id
+    assert keys["tokenizer.ggml.eos_token_id"][0] == tokenizer.sep_token_id
+    assert keys["tokenizer.ggml.add_bos_token"][0] and keys["tokenizer.ggml.add_eos_token"][0]
+    assert keys["tokenizer.ggml.seperator_token_id"][0] == tokenizer.sep_token_id

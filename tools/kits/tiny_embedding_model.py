@@ -27,8 +27,8 @@ class TinyEmbeddingFamily:
 
     config: Dict[str, Any]
     pooling: str
-    # "wordpiece" (BERT's [CLS] x [SEP]), "sentencepiece" (XLM-RoBERTa's unigram <s> x </s>), "bpe" (an EOS appended,
-    # left padding) or "bpe-right"
+    # "wordpiece" (BERT's [CLS] x [SEP]), "byte-level-bert" (ModernBERT's byte-level BPE, [CLS] x [SEP]),
+    # "sentencepiece" (XLM-RoBERTa's unigram <s> x </s>), "bpe" (an EOS appended, left padding) or "bpe-right"
     tokenizer: str
     normalize: bool = False
     dense: Tuple[Tuple[int, int, str], ...] = ()
@@ -155,7 +155,7 @@ FAMILIES: Dict[str, TinyEmbeddingFamily] = {
     # BGE-M3: XLM-RoBERTa, CLS pooling, normalized.
     "xlm-roberta": TinyEmbeddingFamily(_xlm_roberta_config(), "cls", "sentencepiece", normalize=True),
     # gte-modernbert-base: ModernBERT, CLS pooling, normalized; rows longer than its local window of 16.
-    "modernbert": TinyEmbeddingFamily(_modernbert_config(), "cls", "wordpiece", normalize=True),
+    "modernbert": TinyEmbeddingFamily(_modernbert_config(), "cls", "byte-level-bert", normalize=True),
     # EmbeddingGemma: bidirectional Gemma 3, mean pooling, two Dense layers (up 4x and back), query/document prompts.
     "gemma3_text": TinyEmbeddingFamily(
         _gemma3_config(),
@@ -187,6 +187,38 @@ def _wordpiece_tokenizer(vocab_size: int) -> Any:
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
     raw.decoder = decoders.WordPiece()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+
+
+def _byte_level_bert_tokenizer(vocab_size: int) -> Any:
+    """gte-modernbert-base's kind: a byte-level BPE (GPT-2's split, no prefix space) that wraps each text in
+    [CLS] x [SEP], BERT's special tokens among its ids."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from tools.kits.tokenizer_kit import read_corpus_texts
+
+    raw = Tokenizer(models.BPE())
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    raw.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(WORDPIECE_SPECIALS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    raw.train_from_iterator(read_corpus_texts(), trainer)
+    cls, sep = raw.token_to_id("[CLS]"), raw.token_to_id("[SEP]")
+    raw.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
     return PreTrainedTokenizerFast(
         tokenizer_object=raw,
         unk_token="[UNK]",
@@ -322,6 +354,8 @@ def build_tiny_embedding_model(
         tokenizer = _wordpiece_tokenizer(vocab)
     elif row.tokenizer == "sentencepiece":
         tokenizer = _sentencepiece_tokenizer(vocab)
+    elif row.tokenizer == "byte-level-bert":
+        tokenizer = _byte_level_bert_tokenizer(vocab)
     else:
         tokenizer = _bpe_tokenizer(vocab, "right" if row.tokenizer == "bpe-right" else "left")
     tokenizer.model_max_length = max_seq_length

@@ -1,4 +1,4 @@
-"""Issue 48: the all-MiniLM-L6-v2 and EmbeddingGemma notebooks' calls, in their order, cell by cell
+"""Issue 48: the seven embedding notebooks' calls, in their order, cell by cell
 (examples/notebooks/, run by tools/run_cells.py), each on a tiny sentence-transformers folder of its family under
 its Hub id: every cell runs, the trainer logs its loss and the evaluator its metrics."""
 
@@ -8,11 +8,25 @@ from pathlib import Path
 
 import pytest
 
-CELL_COUNTS = {"all_minilm_l6_v2": 13, "bert_classification": 12, "embeddinggemma": 11}
+CELL_COUNTS = {
+    "all_minilm_l6_v2": 13,
+    "bert_classification": 12,
+    "bge_m3": 15,
+    "embeddinggemma": 11,
+    "gte_modernbert_base": 15,
+    "qwen3_embedding_0_6b": 15,
+    "qwen3_embedding_4b": 15,
+}
+# The four replays that run their notebook's `if False:` reload and GGUF cells too.
+GGUF_WRITTEN = "['unsloth.F16.gguf', 'unsloth.Q8_0.gguf']"
 PRINTED = {
     "all_minilm_l6_v2": ("'loss'", "Post-Training Results"),
     "bert_classification": ("'loss'", "'eval_accuracy'", "'label': '"),
+    "bge_m3": ("'loss'", "Post-Training Results", GGUF_WRITTEN),
     "embeddinggemma": ("'loss'", "'eval_loss'", "ndcg@10"),
+    "gte_modernbert_base": ("'loss'", "Post-Training Results", GGUF_WRITTEN),
+    "qwen3_embedding_0_6b": ("'loss'", "Post-Training Results", GGUF_WRITTEN),
+    "qwen3_embedding_4b": ("'loss'", "Post-Training Results", GGUF_WRITTEN),
 }
 
 

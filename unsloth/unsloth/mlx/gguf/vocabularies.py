@@ -2,7 +2,7 @@
 # Copyright 2026 the unsloth authors.
 """An embedding model's vocabulary keys, by its `tokenizer.json` model type: WordPiece in llama.cpp's phantom-space
 form (`wordpiece_keys`), XLM-RoBERTa's SentencePiece unigram as llama.cpp's `t5` vocabulary (`unigram_keys`), BPE as
-the text models write it (`tokenizer.tokenizer_keys`)."""
+the text models write it, an encoder's CLS / SEP as its BOS / EOS (`byte_level_keys`)."""
 
 from __future__ import annotations
 
@@ -116,10 +116,33 @@ def unigram_keys(folder: Path, vocab_size: int) -> TokenizerKeys:
     return keys
 
 
+# An encoder's tokenizer that names no BOS or EOS starts each text with its CLS and ends it with its SEP, which
+# llama.cpp reads as BOS and EOS (gguf-py's `SpecialVocab` rule, what gte-modernbert-base's file holds).
+_STAND_INS = {"bos_token": "cls_token", "eos_token": "sep_token"}
+
+
+def byte_level_keys(folder: Path, vocab_size: int) -> TokenizerKeys:
+    """llama.cpp's `gpt2` vocabulary as the text models write it, with an encoder's CLS / SEP as its BOS / EOS."""
+    spec, config = _read(folder, "tokenizer.json"), _read(folder, "tokenizer_config.json")
+    keys = tokenizer_keys(folder, vocab_size)
+    tokens = keys["tokenizer.ggml.tokens"][0]
+    stand_ins = {
+        name: config[other] for name, other in _STAND_INS.items() if not config.get(name) and config.get(other)
+    }
+    if stand_ins:
+        keys.update(special_token_keys(spec, {**config, **stand_ins}, tokens))
+    ids = {token: index for index, token in enumerate(tokens)}
+    for name, key in _SPECIAL_KEYS.items():
+        token = config.get(name)
+        if isinstance(token, str) and token in ids:
+            keys[key] = (ids[token], "UINT32", None)
+    return keys
+
+
 VOCABULARIES: Dict[str, Callable[[Path, int], TokenizerKeys]] = {
     "WordPiece": wordpiece_keys,
     "Unigram": unigram_keys,
-    "BPE": tokenizer_keys,
+    "BPE": byte_level_keys,
 }
 
 

@@ -97,6 +97,8 @@ class ModernBert(EmbeddingConverter):
     """Bidirectional layers, every `global_attn_every_n_layers`-th global from the first, the rest within
     `local_attention // 2` on each side with a rope base of their own; LayerNorms without biases, a GeGLU MLP."""
 
+    vocabularies = ("WordPiece", "BPE")  # gte-modernbert-base's byte-level BPE, llama.cpp's gpt2 vocabulary
+
     def refuse(self, config: Dict[str, Any]) -> None:
         super().refuse(config)
         for key in ("norm_bias", "attention_bias", "mlp_bias"):

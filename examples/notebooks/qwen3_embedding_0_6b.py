@@ -1,0 +1,140 @@
+"""The Qwen3-Embedding (0.6B) notebook's calls, in its order, on a tiny Qwen3
+sentence-transformers folder under its Hub id.
+
+Cell titles give the notebook's code-cell number. The electroglyph/technical pairs (a term, three sentences using
+it) come from a local file in their columns; training is cut to a few steps at a smaller batch. `bf16` stays off: a
+Linux CPU torch refuses it (a Mac's MPS accepts it). The `if False:` reload, merged and GGUF branches are run.
+"""
+
+# %% [0] setup in place of the install cell
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import prepare_embeddings  # noqa: E402
+
+DATA = prepare_embeddings({"unsloth/Qwen3-Embedding-0.6B": "qwen3"})
+
+# %% [6] load by Hub id
+from unsloth import FastSentenceTransformer  # noqa: E402
+
+model = FastSentenceTransformer.from_pretrained(
+    model_name="unsloth/Qwen3-Embedding-0.6B",
+    max_seq_length=512,
+    full_finetuning=False,
+)
+
+# %% [8] LoRA adapters
+model = FastSentenceTransformer.get_peft_model(
+    model,
+    r=32,
+    target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    lora_alpha=32,
+    lora_dropout=0,
+    bias="none",
+    use_gradient_checkpointing=False,
+    random_state=3407,
+    use_rslora=False,
+    loftq_config=None,
+    task_type="FEATURE_EXTRACTION",
+)
+
+# %% [10] the dataset
+from datasets import load_dataset  # noqa: E402
+
+dataset = load_dataset("json", data_files=DATA["electroglyph/technical"], split="train")
+
+# %% [12] show
+print("Dataset examples:")
+for i in range(6):
+    print(dataset[i])
+
+# %% [14] inference before training, under torch's inference mode and a CUDA autocast as the notebook runs it
+import torch  # noqa: E402
+from sentence_transformers import util  # noqa: E402
+
+
+def test_inference(model, run_name="Run"):
+    query = "apexification"
+    candidates = [
+        "a brick left by Yuki",
+        "apples are a tasty treat",
+        "the weed whacker uses an engine that runs on a mixture of gas and oil",
+        "a type of cancer treatment that uses drugs to boost the body's immune response",
+        "a plant hormone for regulating stress responses",
+        "induces root tip closure in non-vital teeth",
+    ]
+    with torch.inference_mode():
+        with torch.autocast(device_type="cuda", dtype=torch.float32):
+            query_emb = model.encode(query, convert_to_tensor=True)
+            candidate_embs = model.encode(candidates, convert_to_tensor=True)
+    scores = util.cos_sim(query_emb, candidate_embs)[0]
+    results = sorted(
+        ((candidates[i], score.item()) for i, score in enumerate(scores)), key=lambda x: x[1], reverse=True
+    )
+    print(f"\n--- {run_name} Results for query: '{query}' ---")
+    for text, score in results:
+        print(f"{score:.4f} | {text}")
+
+
+test_inference(model, run_name="Pre-Training")
+
+# %% [16] the trainer, imported from the paths the notebook uses
+from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses  # noqa: E402
+from sentence_transformers.training_args import BatchSamplers  # noqa: E402
+from unsloth import is_bf16_supported  # noqa: E402
+
+loss = losses.MultipleNegativesRankingLoss(model)
+trainer = SentenceTransformerTrainer(
+    model=model,
+    train_dataset=dataset,
+    loss=loss,
+    args=SentenceTransformerTrainingArguments(
+        output_dir="output",
+        max_steps=4,
+        per_device_train_batch_size=16,
+        gradient_accumulation_steps=1,
+        learning_rate=3e-5,
+        fp16=not is_bf16_supported(),
+        logging_steps=1,
+        warmup_ratio=0.03,
+        report_to="none",
+        lr_scheduler_type="constant_with_warmup",
+        batch_sampler=BatchSamplers.NO_DUPLICATES,
+    ),
+)
+
+# %% [17] memory before (torch is imported in [14] already)
+gpu_stats = torch.cuda.get_device_properties(0)
+start_gpu_memory = round(torch.cuda.max_memory_reserved() / 1024 / 1024 / 1024, 3)
+max_memory = round(gpu_stats.total_memory / 1024 / 1024 / 1024, 3)
+print(f"GPU = {gpu_stats.name}. Max memory = {max_memory} GB.")
+print(f"{start_gpu_memory} GB of memory reserved.")
+
+# %% [19] train
+trainer_stats = trainer.train()
+
+# %% [20] memory and time after
+used_memory = round(torch.cuda.max_memory_reserved() / 1024 / 1024 / 1024, 3)
+used_memory_for_lora = round(used_memory - start_gpu_memory, 3)
+print(f"{trainer_stats.metrics['train_runtime']} seconds used for training.")
+print(f"Peak reserved memory = {used_memory} GB, {round(used_memory / max_memory * 100, 3)} % of max memory.")
+print(f"Peak reserved memory for training = {used_memory_for_lora} GB.")
+
+# %% [22] inference after training
+test_inference(model, run_name="Post-Training")
+
+# %% [24] save the adapters and tokenizer
+model.save_pretrained("qwen_lora")
+model.tokenizer.save_pretrained("qwen_lora")
+
+# %% [26] reload the adapters (the notebook's `if False:` branch, run, on the folder [24] wrote, not its "model")
+model = FastSentenceTransformer.from_pretrained("qwen_lora")
+
+# %% [28] merged save (the notebook's `if False:` branch, run)
+model.save_pretrained_merged("qwen_finetune_16bit", tokenizer=model.tokenizer, save_method="merged_16bit")
+
+# %% [30] GGUF, Q8_0 and f16 (the notebook's `if False:` branches, run; its q4_k_m is refused by name)
+model.save_pretrained_gguf("qwen_finetune")
+model.save_pretrained_gguf("qwen_finetune", quantization_method="f16")
+print(sorted(path.name for path in Path("qwen_finetune").glob("*.gguf")))
