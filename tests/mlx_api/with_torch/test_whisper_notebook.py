@@ -120,6 +120,21 @@ def test_whisper_loads_with_transformers_logits_and_the_forced_prefix(whisper_fo
     assert gap <= 1e-3 and float(expected.abs().max()) > 0.1
 
 
+def test_without_lora_the_merged_folder_gives_back_the_checkpoint_s_tensors(whisper_folder, tmp_path) -> None:
+    import mlx.core as mx
+
+    model, tokenizer = load_notebook_model(whisper_folder)
+    model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_32bit")
+    source, merged = (
+        mx.load(str(whisper_folder / "model.safetensors")),
+        mx.load(str(tmp_path / "merged/model.safetensors")),
+    )
+    assert sorted(merged) == sorted(source)
+    assert all(np.array_equal(np.array(merged[name]), np.array(source[name].astype(mx.float32))) for name in source)
+    with pytest.raises(NotImplementedError, match="without LoRA: there is no adapter"):
+        model.save_pretrained(str(tmp_path / "adapter"))
+
+
 def torch_step_zero_loss(folder, rows: list, processor, output_dir) -> float:
     """transformers' Seq2SeqTrainer with PEFT's LoRA on the same checkpoint, rows and collator, on CPU torch."""
     from peft import LoraConfig, get_peft_model
