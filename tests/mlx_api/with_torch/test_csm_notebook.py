@@ -212,6 +212,33 @@ def test_the_saved_adapter_reloads_into_peft_with_equal_logits(csm_folder, tmp_p
     gap = float(np.abs(actual[0] - expected[0, :length].numpy()).max())
     print(f"largest logit gap after reload {gap:.2e}")
     assert gap <= 1e-4 and float(np.abs(actual[0] - before[0, :length].numpy()).max()) > 1e-2
+    # The same adapters folded into a transformers folder, which loads without PEFT.
+    model.save_pretrained_merged(str(tmp_path / "merged"), processor, save_method="merged_32bit")
+    again, merged = logits_against(model, processor, tmp_path / "merged")
+    merged_gap = float(np.abs(again - merged).max())
+    print(f"merged_32bit logits gap {merged_gap:.2e}")
+    assert merged_gap <= 1e-3
+
+
+def logits_against(model, processor, folder) -> tuple:
+    """The first codebook's logits of the MLX model and of transformers' CSM loaded from `folder` (CPU, fp32), on
+    the first notebook row."""
+    import mlx.core as mx
+    import torch
+    from transformers import AutoProcessor, CsmForConditionalGeneration
+
+    from unsloth.mlx.speech.csm_training import backbone_states, csm_row
+
+    # The processor the folder holds loads; the rows come from the caller's, as the adapter test's do.
+    assert type(AutoProcessor.from_pretrained(str(folder))).__name__ == "CsmProcessor"
+    row = notebook_rows(processor)[0]
+    frames = csm_row({key: value[None] for key, value in row.items()}, model.config, model.codec_model)
+    states = backbone_states(model, mx.array(frames.frames[None]), mx.array(frames.kept[None]))
+    actual = np.array(model.codebook0_head(states))[0]
+    reference = CsmForConditionalGeneration.from_pretrained(str(folder), dtype=torch.float32).eval()
+    with torch.no_grad():
+        expected = reference(**{key: value[None] for key, value in row.items() if key != "labels"}).logits
+    return actual, expected[0, : len(frames.ids)].numpy()
 
 
 def test_the_notebook_s_cells_run_in_order(csm_folder, tmp_path, monkeypatch) -> None:
@@ -314,13 +341,17 @@ def test_the_notebook_s_cells_run_in_order(csm_folder, tmp_path, monkeypatch) ->
     np.save("example_without_context.npy", audio)
     ran += ["inference", "chat inference", "context inference"]
 
-    # Cell: the LoRA save, then the merged and Hub saves, refused by name on MLX.
+    # Cell: the LoRA save, then the merged save (the notebook's lines are `if False:`, switched on here): a
+    # transformers folder with the trained logits, which the four steps moved away from the base's.
     model.save_pretrained("sesame_csm_lora")
     processor.save_pretrained("sesame_csm_lora")
     assert (tmp_path / "sesame_csm_lora" / "adapter_model.safetensors").is_file()
-    with pytest.raises(NotImplementedError, match="model.save_pretrained_merged on a CSM model"):
-        model.save_pretrained_merged("sesame_csm_finetune_16bit", processor, save_method="merged_16bit")
-    # The merged-save cell's lines are all `if False:`; switched on, they are refused by name as above.
+    model.save_pretrained_merged("sesame_csm_finetune_16bit", processor, save_method="merged_16bit")
+    actual, merged = logits_against(model, processor, "sesame_csm_finetune_16bit")
+    _, base = logits_against(model, processor, csm_folder)
+    gap = float(np.abs(actual - merged).max())
+    print(f"merged_16bit logits gap {gap:.2e}, trained against base {float(np.abs(actual - base).max()):.2e}")
+    assert gap <= 1e-3 and float(np.abs(actual - base).max()) > 1e-2
     ran += ["save", "merged saves"]
     print(f"CSM notebook cells ran: {len(ran)} of 12 after installation ({', '.join(ran)})")
 

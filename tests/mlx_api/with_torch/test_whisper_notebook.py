@@ -120,6 +120,21 @@ def test_whisper_loads_with_transformers_logits_and_the_forced_prefix(whisper_fo
     assert gap <= 1e-3 and float(expected.abs().max()) > 0.1
 
 
+def test_without_lora_the_merged_folder_gives_back_the_checkpoint_s_tensors(whisper_folder, tmp_path) -> None:
+    import mlx.core as mx
+
+    model, tokenizer = load_notebook_model(whisper_folder)
+    model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_32bit")
+    source, merged = (
+        mx.load(str(whisper_folder / "model.safetensors")),
+        mx.load(str(tmp_path / "merged/model.safetensors")),
+    )
+    assert sorted(merged) == sorted(source)
+    assert all(np.array_equal(np.array(merged[name]), np.array(source[name].astype(mx.float32))) for name in source)
+    with pytest.raises(NotImplementedError, match="without LoRA: there is no adapter"):
+        model.save_pretrained(str(tmp_path / "adapter"))
+
+
 def torch_step_zero_loss(folder, rows: list, processor, output_dir) -> float:
     """transformers' Seq2SeqTrainer with PEFT's LoRA on the same checkpoint, rows and collator, on CPU torch."""
     from peft import LoraConfig, get_peft_model
@@ -189,10 +204,30 @@ def test_seq2seq_trainer_trains_whisper_on_mlx_from_transformers_step_zero_loss(
     print(f"step-0 loss: MLX {routed:.6f}, Seq2SeqTrainer + PEFT {expected:.6f}")
     assert abs(routed - expected) <= 1e-4
 
-    # The inference switch works; a merged save is refused by name, not dropped.
+    # The inference switch works; the merged save writes a folder transformers loads, with the trained logits.
     assert FastModel.for_inference(model) is model and not model.training
-    with pytest.raises(NotImplementedError, match="model.save_pretrained_merged on a Whisper model"):
-        model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_16bit")
+    model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_16bit")
+    gap = merged_logits_gap(model, tokenizer, tmp_path / "merged")
+    print(f"merged_16bit logits gap {gap:.2e}")
+    assert gap <= 1e-3
+    with pytest.raises(NotImplementedError, match="merged_4bit.*bitsandbytes"):
+        model.save_pretrained_merged(str(tmp_path / "four"), tokenizer, save_method="merged_4bit")
+
+
+def merged_logits_gap(model, processor, folder) -> float:
+    """The largest gap between the MLX model's logits and those of the merged folder loaded by transformers (fp32)."""
+    import mlx.core as mx
+    import torch
+    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
+    labels = processor.tokenizer("Snow settles on the pines.").input_ids
+    features = processor.feature_extractor(clip(2), sampling_rate=SAMPLE_RATE).input_features
+    actual = np.array(model(mx.array(features.transpose(0, 2, 1)), mx.array([labels])))
+    merged = WhisperForConditionalGeneration.from_pretrained(str(folder), dtype=torch.float32).eval()
+    assert WhisperProcessor.from_pretrained(str(folder)).tokenizer("Snow settles on the pines.").input_ids == labels
+    with torch.no_grad():
+        expected = merged(input_features=torch.tensor(features), decoder_input_ids=torch.tensor([labels])).logits
+    return float(np.abs(actual - expected.numpy()).max())
 
 
 def test_the_saved_adapter_is_peft_s_for_transformers_whisper(whisper_folder, tmp_path) -> None:
@@ -227,6 +262,11 @@ def test_the_saved_adapter_is_peft_s_for_transformers_whisper(whisper_folder, tm
     gap = float(np.abs(actual - expected.numpy()).max())
     print(f"adapter logits gap {gap:.2e}")
     assert gap <= 1e-4
+    # The same adapters folded into a transformers folder, which loads without PEFT.
+    model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_32bit")
+    merged_gap = merged_logits_gap(model, tokenizer, tmp_path / "merged")
+    print(f"merged_32bit logits gap {merged_gap:.2e}")
+    assert merged_gap <= 1e-3
     with reference.disable_adapter(), torch.no_grad():
         unadapted = reference(input_features=torch.tensor(features), decoder_input_ids=torch.tensor([labels])).logits
     assert float((expected - unadapted).abs().max()) > 1e-2

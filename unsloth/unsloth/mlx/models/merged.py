@@ -70,12 +70,12 @@ def model_config(model: Any) -> Dict[str, Any]:
     raise ValueError("cannot tell the model's configuration: it was not loaded from a folder and has no mlx_lm args")
 
 
-def _sixteen_bit(array: mx.array) -> mx.array:
+def sixteen_bit(array: mx.array) -> mx.array:
     """float16, except a bfloat16 model keeps bfloat16 (what CUDA Unsloth's merged_16bit writes)."""
     return array if array.dtype in (mx.float16, mx.bfloat16) else array.astype(mx.float16)
 
 
-def _check_keywords(kwargs: Dict[str, Any]) -> None:
+def check_merged_keywords(kwargs: Dict[str, Any]) -> None:
     unknown = sorted(name for name, value in kwargs.items() if name not in _INERT or (name == "push_to_hub" and value))
     if unknown:
         raise NotImplementedError(
@@ -87,7 +87,7 @@ def save_pretrained_merged(
     model: Any, save_directory: str | Path, tokenizer: Any = None, save_method: str = "merged_16bit", **kwargs: Any
 ) -> Path:
     """Write the merged model (or, for save_method="lora", the adapter) into `save_directory`; returns the folder."""
-    _check_keywords(kwargs)
+    check_merged_keywords(kwargs)
     method = normalised_name(save_method)
     if method not in SAVE_METHODS:
         raise NotImplementedError(
@@ -106,7 +106,7 @@ def save_pretrained_merged(
     if method == "mxfp4":
         return _save_mlx_quantized(model, folder, tokenizer, weights, "mxfp4")
     if method == "merged_16bit":
-        weights = {name: _sixteen_bit(value) for name, value in weights.items()}
+        weights = {name: sixteen_bit(value) for name, value in weights.items()}
     config = {key: value for key, value in model_config(model).items() if key not in _QUANTIZATION_KEYS}
     config["torch_dtype"] = {mx.float16: "float16", mx.bfloat16: "bfloat16"}.get(
         next(iter(weights.values())).dtype, "float32"

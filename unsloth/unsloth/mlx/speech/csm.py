@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from types import MethodType
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import mlx.core as mx
@@ -41,19 +40,7 @@ HF_TENSORS = {
     "depth_decoder.codebooks_head.weight": "audio_head",
 }
 PEFT_PREFIX = "base_model.model."
-# The notebook's other saving cells; `save_pretrained` writes PEFT's adapter, these are not built.
-UNBUILT_SAVES = ("save_pretrained_merged", "push_to_hub", "push_to_hub_merged")
 CODEC_PREFIX = "codec_model."
-
-
-def _unbuilt(name: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            f"model.{name} on a CSM model: only a LoRA adapter saves on MLX (model.save_pretrained after "
-            "FastModel.get_peft_model); merged weights and Hub pushes are not built yet"
-        )
-
-    return refuse
 
 
 def is_csm(model: Any) -> bool:
@@ -361,9 +348,6 @@ def load_csm(folder: str | Path, dtype: Any = None) -> Tuple[Any, Any]:
         model.generation_config = GenerationConfig.from_pretrained(str(folder))
     except OSError:
         model.generation_config = GenerationConfig.from_model_config(config)
-    model.save_pretrained = MethodType(save_csm_adapter, model)
-    for name in UNBUILT_SAVES:
-        setattr(model, name, _unbuilt(name))
     return model, AutoProcessor.from_pretrained(str(folder))
 
 
@@ -420,8 +404,8 @@ def peft_tensors(model: Any) -> Dict[str, mx.array]:
     return lora_tensors(PEFT_PREFIX, ((path, layer) for path, layer in adapted if "lora_a" in layer))
 
 
-def save_csm_adapter(model: Any, save_directory: str | Path, **_: Any) -> None:
+def save_csm_adapter(model: Any, save_directory: str | Path, processor: Any = None, **_: Any) -> None:
     """`model.save_pretrained(folder)` on a CSM with LoRA: PEFT's adapter files for transformers' CSM."""
     settings = getattr(model, LORA_SETTINGS_ATTRIBUTE, None)
     tensors = peft_tensors(model) if settings is not None else {}
-    write_peft_adapter(save_directory, tensors, settings, getattr(model, SOURCE_ATTRIBUTE, None), "CSM")
+    write_peft_adapter(save_directory, tensors, settings, getattr(model, SOURCE_ATTRIBUTE, None), "CSM", processor)

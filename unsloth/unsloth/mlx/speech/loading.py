@@ -12,10 +12,12 @@ import mlx.core as mx
 
 from ..models.keywords import check_load_keywords, check_peft_keywords
 from ..models.methods import TOKENIZER_ATTRIBUTE
-from .csm import CSM_AUTO_MODELS, apply_csm_lora, csm_targets, load_csm
+from .csm import CSM_AUTO_MODELS, SOURCE_ATTRIBUTE as CSM_SOURCE, apply_csm_lora, csm_targets, load_csm
+from .csm import mlx_weights, save_csm_adapter
 from .csm_generation import generate_csm
 from .lora import apply_whisper_lora, whisper_targets
-from .whisper import load_whisper
+from .saving import SpeechSaving, attach_speech_saving, save_whisper_adapter
+from .whisper import SOURCE_ATTRIBUTE as WHISPER_SOURCE, load_whisper
 
 WHISPER_AUTO_MODELS = ("WhisperForConditionalGeneration", "AutoModelForSpeechSeq2Seq")
 WHISPER_LOAD_USED = ("token", "revision", "whisper_language", "whisper_task", "use_gradient_checkpointing")
@@ -52,7 +54,13 @@ def from_pretrained_whisper(
             f"{owner}: a quantized Whisper base is not built on MLX (mlx-audio's Whisper trains in 16 or 32 bits); "
             "pass load_in_4bit=False"
         )
-    return load_whisper(folder, kwargs.get("whisper_language"), kwargs.get("whisper_task"), _mlx_dtype(dtype))
+    model, processor = load_whisper(
+        folder, kwargs.get("whisper_language"), kwargs.get("whisper_task"), _mlx_dtype(dtype)
+    )
+    # mlx-audio's `sanitize` is the loader's name mapping, which the merged save runs backwards.
+    saving = SpeechSaving("Whisper", getattr(model, WHISPER_SOURCE), model.sanitize)
+    attach_speech_saving(model, saving, save_whisper_adapter)
+    return model, processor
 
 
 def _check_auto_model(owner: str, kwargs: Dict[str, Any], family: str, accepted: Sequence[str]) -> None:
@@ -83,6 +91,7 @@ def from_pretrained_csm(
         )
     model, processor = load_csm(folder, _mlx_dtype(dtype))
     model.generate = MethodType(generate_csm, model)
+    attach_speech_saving(model, SpeechSaving("CSM", getattr(model, CSM_SOURCE), mlx_weights), save_csm_adapter)
     # The notebook's `Trainer(model=model, ...)` names no processor; the MLX trainer finds it here.
     setattr(model, TOKENIZER_ATTRIBUTE, processor)
     return model, processor

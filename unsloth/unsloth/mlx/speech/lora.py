@@ -6,12 +6,11 @@ self and cross, in the encoder and the decoder."""
 from __future__ import annotations
 
 import math
-from types import MethodType
 from typing import Any, Iterator, List, Sequence, Tuple
 
 import mlx.core as mx
 
-from .saving import LORA_SETTINGS_ATTRIBUTE, save_whisper_adapter
+from .saving import LORA_SETTINGS_ATTRIBUTE
 from .whisper import ATTENTIONS, MLX_NAMES
 
 
@@ -57,5 +56,4 @@ def apply_whisper_lora(
             )
     settings = {"r": r, "lora_alpha": alpha, "lora_dropout": dropout, "target_modules": list(targets)}
     setattr(model, LORA_SETTINGS_ATTRIBUTE, {**settings, "use_rslora": rslora})
-    model.save_pretrained = MethodType(save_whisper_adapter, model)
     return model

@@ -30,20 +30,8 @@ WHISPER_MARK = "_unsloth_whisper"
 MLP_RATIO = 4
 
 
-# The notebook's saving cells; LoRA makes `save_pretrained` write PEFT's adapter (`saving.py`), the rest is not built.
-UNBUILT_SAVES = ("save_pretrained", "save_pretrained_merged", "push_to_hub", "push_to_hub_merged")
-# Where the checkpoint came from, for the adapter's `base_model_name_or_path`.
+# Where the checkpoint came from, for the adapter's `base_model_name_or_path` and the merged save's tensors.
 SOURCE_ATTRIBUTE = "_unsloth_whisper_source"
-
-
-def _unbuilt(name: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            f"model.{name} on a Whisper model: only a LoRA adapter saves on MLX (model.save_pretrained after "
-            "FastModel.get_peft_model); merged weights and Hub pushes are not built yet"
-        )
-
-    return refuse
 
 
 def is_whisper(model: Any) -> bool:
@@ -97,8 +85,6 @@ def load_whisper(
     mx.eval(model.parameters())
     setattr(model, WHISPER_MARK, True)
     setattr(model, SOURCE_ATTRIBUTE, str(folder))
-    for name in UNBUILT_SAVES:
-        setattr(model, name, _unbuilt(name))
     model.config = config
     try:
         model.generation_config = GenerationConfig.from_pretrained(str(folder))
