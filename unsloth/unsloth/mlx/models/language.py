@@ -23,7 +23,7 @@ from mlx.utils import tree_flatten
 from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files, trains_adapters_only
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
-from unsloth_zoo.mlx.qat import prepare_qat, qat_scheme
+from unsloth_zoo.mlx.qat import prepare_qat, qat_scheme, restore_activation_quantization, saved_quantization_config
 from unsloth_zoo.mlx.lora import (
     DEFAULT_TARGETS,
     FULL_FINETUNING_ATTRIBUTE,
@@ -129,7 +129,7 @@ def _save_whole(model: Any, folder: Path, tokenizer: Any) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     weights = dict(tree_flatten(model.parameters()))
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
-    config = {**model_config(model), "quantization": quantization.as_dict()}
+    config = {**model_config(model), **saved_quantization_config(model, quantization.as_dict())}
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
@@ -286,6 +286,8 @@ class FastLanguageModel:
         refuse_speech_checkpoint(owner, folder)
         # Past the model's positions, RoPE is extended (linear scaling, as CUDA Unsloth does) instead of clamped.
         model, wrapper = load_model(folder, max_seq_length=max_seq_length)
+        # A model saved after int8-int4 QAT quantizes each token's activations, which mlx_lm's loader does not restore.
+        restore_activation_quantization(model, model_config(model))
         chosen = _dtype(dtype)
         if chosen is not None:
             model.set_dtype(chosen)
@@ -329,7 +331,9 @@ class FastLanguageModel:
             print("Unsloth: Full finetuning is enabled, so .get_peft_model has no effect")
             return request_gradient_checkpointing(model, kwargs)
         targets, strict = _peft_targets(target_modules, kwargs.get("modules_to_save"))
-        scheme = None if kwargs.get("qat_scheme") is None else qat_scheme_named(kwargs["qat_scheme"])
+        scheme = None
+        if kwargs.get("qat_scheme") is not None:
+            scheme = qat_scheme_named(kwargs["qat_scheme"], str(model_config(model).get("model_type", "")))
         base_quantization = model_quantization(model)
         if scheme is not None and base_quantization is not None:
             raise NotImplementedError(
