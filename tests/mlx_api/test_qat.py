@@ -5,8 +5,8 @@ Int4WeightOnlyConfig(group_size=128)), the gradient passing straight through the
 The check the issue asks for: the QAT-trained adapter, merged and quantized, scores a lower loss on its training rows
 than the same adapter trained without QAT and then quantized the same way. `"int8-int4"` (and its other name
 `"phone-deployment"`) is checked the same way against a quantization written here from torchao's definitions: int4
-weights symmetric in groups of 32, each token's activations int8 asymmetric, the embedding int8 symmetric per row.
-The fp8 schemes are refused by name with the reason.
+weights symmetric in groups of 32, each token's activations int8 asymmetric, the embedding int8 symmetric per row;
+`"int8"` holds one symmetric scale per weight row. The fp8 schemes are refused by name with the reason.
 """
 
 from __future__ import annotations
@@ -283,6 +283,31 @@ def test_save_pretrained_torchao_keeps_int8_activations(wide_model_dir: Path, tm
     reloaded, _ = FastLanguageModel.from_pretrained(str(tmp_path / "model"))
     assert type(reloaded.layers[1].mlp.up_proj).__name__ == "ActivationQuantizedLinear"
     np.testing.assert_allclose(np.array(reloaded(ids)), np.array(model(ids)), atol=1e-4)
+
+
+def test_int8_trains_and_saves_one_symmetric_scale_per_row(wide_model_dir: Path, tmp_path: Path) -> None:
+    """CUDA Unsloth's "int8" (torchao's IntxWeightOnlyConfig(int8, PerAxis(0))): each converted projection holds
+    the merged weight quantized by hand with one symmetric scale per row, and mlx_lm loads the saved model."""
+    import mlx.core as mx
+    from mlx_lm import load
+    from torchao.quantization import quantize_
+    from torchao.quantization.qat import QATConfig
+
+    model, tokenizer = _trained(wide_model_dir, tmp_path, steps=2, qat_scheme="int8")
+    model.save_pretrained_merged(str(tmp_path / "merged"), tokenizer, save_method="merged_32bit")
+    merged, _ = load(str(tmp_path / "merged"))
+    quantize_(model, QATConfig(step="convert"))
+    converted = dict(model.named_modules())
+    for path, module in merged.named_modules():
+        if path.endswith("_proj"):
+            layer = converted[path]
+            weight = mx.dequantize(layer.weight, layer.scales, layer.biases, group_size=layer.group_size, bits=8)
+            by_hand = _symmetric(np.array(module.weight), 8, module.weight.shape[-1])
+            np.testing.assert_allclose(np.array(weight), by_hand, atol=1e-6, err_msg=path)
+    model.save_pretrained_torchao(str(tmp_path / "model"), tokenizer)
+    loaded, _ = load(str(tmp_path / "model"))
+    ids = mx.array([tokenizer("The kettle is red.")["input_ids"]])
+    np.testing.assert_allclose(np.array(loaded(ids)), np.array(model(ids)), atol=1e-4)
 
 
 @pytest.mark.parametrize("scheme", ["fp8-int4", "fp8-fp8"])

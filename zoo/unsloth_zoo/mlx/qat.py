@@ -34,6 +34,8 @@ class QatScheme:
     mode: str = "affine"
     # torchao's symmetric weight grid (scale = max|w| / ((2**bits - 1) / 2)) instead of MLX's min-max affine one.
     symmetric: bool = False
+    # One symmetric scale per weight row (torchao's PerAxis(0)); MLX stores it repeated over `group_size` groups.
+    per_row: bool = False
     # Each token's activations quantized (asymmetric, dynamic) to this many bits before every covered linear.
     activation_bits: Optional[int] = None
     # The embedding's rows quantized symmetrically, one scale per row, to this many bits.
@@ -104,6 +106,8 @@ def _straight_through(values_of: Callable[[mx.array], mx.array]) -> Callable[[mx
 @functools.cache
 def fake_quantizer(scheme: "QatScheme") -> Callable[[mx.array], mx.array]:
     """`weight -> dequantize(quantize(weight))` in the scheme's grid, with a straight-through gradient."""
+    if scheme.per_row:
+        return _straight_through(lambda weight: _symmetric_values(weight, scheme.bits, weight.shape[-1]))
     if scheme.symmetric:
         return _straight_through(lambda weight: _symmetric_values(weight, scheme.bits, scheme.group_size))
     return _straight_through(lambda weight: _affine_values(weight, scheme))
@@ -228,17 +232,21 @@ def fake_quantized_lora_class() -> Any:
     return FakeQuantizedLoRALinear
 
 
-def _covered(module: Any, scheme: QatScheme) -> bool:
-    weight = getattr(module, "weight", None)
-    return weight is not None and weight.ndim == 2 and weight.shape[-1] % scheme.group_size == 0
-
-
 # MLX's affine group sizes, widest first: a row quantized with one scale is stored in the widest that divides it.
 _MLX_GROUP_SIZES = (128, 64, 32)
 
 
 def _row_group_size(width: int) -> Optional[int]:
     return next((size for size in _MLX_GROUP_SIZES if width % size == 0), None)
+
+
+def _covered(module: Any, scheme: QatScheme) -> bool:
+    weight = getattr(module, "weight", None)
+    return weight is not None and weight.ndim == 2 and weight.shape[-1] % scheme.group_size == 0
+
+
+def _stored_group_size(width: int, scheme: QatScheme) -> int:
+    return (_row_group_size(width) or scheme.group_size) if scheme.per_row else scheme.group_size
 
 
 def prepare_qat(model: Any, scheme: QatScheme) -> int:
@@ -287,11 +295,13 @@ def _packed_symmetric(codes: mx.array, scales: mx.array, bits: int, group_size: 
 
 def _quantized_linear(plain: nn.Linear, scheme: QatScheme) -> nn.Module:
     """The MLX layer a fake-quantized linear computed as."""
-    layer = nn.QuantizedLinear.from_linear(plain, scheme.group_size, scheme.bits, mode=scheme.mode)
+    width = plain.weight.shape[-1]
+    stored = _stored_group_size(width, scheme)
+    layer = nn.QuantizedLinear.from_linear(plain, stored, scheme.bits, mode=scheme.mode)
     if scheme.symmetric:
-        codes, scales = symmetric_codes(plain.weight, scheme.bits, scheme.group_size)
+        codes, scales = symmetric_codes(plain.weight, scheme.bits, width if scheme.per_row else scheme.group_size)
         layer.weight, layer.scales, layer.biases = _packed_symmetric(
-            codes, scales, scheme.bits, scheme.group_size, plain.weight.dtype
+            codes, scales, scheme.bits, stored, plain.weight.dtype
         )
     if scheme.activation_bits is not None:
         layer = ActivationQuantizedLinear.from_quantized(layer, scheme.activation_bits)

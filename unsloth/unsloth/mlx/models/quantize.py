@@ -162,8 +162,10 @@ _INT4 = QatScheme("int4", bits=4, group_size=128)
 # CUDA Unsloth's "int8-int4" (ExecuTorch's scheme): torchao's Int8DynamicActivationIntxWeightConfig with int4 weights,
 # symmetric in groups of 32, each token's activations int8 asymmetric at run time, and the embedding int8 per row.
 _INT8_INT4 = QatScheme("int8-int4", bits=4, group_size=32, symmetric=True, activation_bits=8, embedding_bits=8)
+# CUDA Unsloth's "int8": torchao's IntxWeightOnlyConfig(int8, PerAxis(0)), symmetric with one scale per row.
+_INT8 = QatScheme("int8", bits=8, group_size=32, symmetric=True, per_row=True)
 # "phone-deployment" is CUDA Unsloth's other name for int8-int4.
-QAT_SCHEMES = {"int4": _INT4, "int8-int4": _INT8_INT4, "phone-deployment": _INT8_INT4}
+QAT_SCHEMES = {"int4": _INT4, "int8-int4": _INT8_INT4, "phone-deployment": _INT8_INT4, "int8": _INT8}
 _FP8_ACTIVATIONS = (
     "it rounds to fp8 e4m3 with one float scale per row ({}); MLX's only fp8 format, mxfp8, has one power-of-two "
     "scale per 32 values, so the saved MLX model would not compute what trained; use qat_scheme='int4' or 'int8-int4'"
@@ -171,7 +173,6 @@ _FP8_ACTIVATIONS = (
 QAT_REFUSED = {
     "fp8-int4": _FP8_ACTIVATIONS.format("fp8 activations, int4 weights"),
     "fp8-fp8": _FP8_ACTIVATIONS.format("fp8 activations and weights"),
-    "int8": "it quantizes each weight row as one group; MLX's groups hold 32, 64 or 128 weights",
     "cactus": "it quantizes int8 symmetrically for the Cactus runtime, which reads no MLX files",
 }
 
