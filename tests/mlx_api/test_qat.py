@@ -61,11 +61,13 @@ def _rows() -> List[dict]:
     return [{"text": chat_text(question, answer)} for question, answer in FACTS]
 
 
-def _trained(folder: Path, tmp_path: Path, steps: int = STEPS, **peft: Any) -> tuple:
+def _trained(folder: Path, tmp_path: Path, steps: int = STEPS, load: Any = None, **peft: Any) -> tuple:
+    """LoRA trained on the rows; with `load` (from_pretrained's keywords), a full fine-tune instead."""
     from unsloth import FastLanguageModel, UnslothTrainer, UnslothTrainingArguments
 
-    model, tokenizer = FastLanguageModel.from_pretrained(str(folder), load_in_4bit=False)
-    model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0, **peft)
+    model, tokenizer = FastLanguageModel.from_pretrained(str(folder), load_in_4bit=False, **(load or {}))
+    if load is None:
+        model = FastLanguageModel.get_peft_model(model, r=8, lora_alpha=16, random_state=0, **peft)
     args = UnslothTrainingArguments(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=4,
@@ -308,6 +310,29 @@ def test_int8_trains_and_saves_one_symmetric_scale_per_row(wide_model_dir: Path,
     loaded, _ = load(str(tmp_path / "model"))
     ids = mx.array([tokenizer("The kettle is red.")["input_ids"]])
     np.testing.assert_allclose(np.array(loaded(ids)), np.array(model(ids)), atol=1e-4)
+
+
+def test_phone_deployment_notebook_full_finetune(wide_model_dir: Path, tmp_path: Path) -> None:
+    """The phone-deployment notebook's cells: `from_pretrained(full_finetuning=True, qat_scheme="phone-deployment")`,
+    training, then `save_pretrained_torchao`; every weight trains fake-quantized, as CUDA Unsloth's full-finetune QAT."""
+    import mlx.core as mx
+
+    from unsloth import FastLanguageModel
+
+    with pytest.raises(ValueError, match=r"only compatible with `full_finetuning=True`"):
+        FastLanguageModel.from_pretrained(str(wide_model_dir), qat_scheme="phone-deployment")
+    untrained = mx.load(str(wide_model_dir / "model.safetensors"))["model.layers.0.mlp.down_proj.weight"]
+    load = {"full_finetuning": True, "qat_scheme": "phone-deployment"}
+    model, tokenizer = _trained(wide_model_dir, tmp_path, steps=2, load=load)
+    assert type(model.layers[0].mlp.down_proj).__name__ == "FakeQuantizedLinear"
+    assert not np.array_equal(np.array(model.layers[0].mlp.down_proj.weight), np.array(untrained))
+    model.save_pretrained_torchao(str(tmp_path / "phone_model"), tokenizer=tokenizer)
+    config = json.loads((tmp_path / "phone_model" / "config.json").read_text())
+    assert config["quantization"]["bits"] == 4 and config["unsloth_activation_quantization"]["bits"] == 8
+    reloaded, _ = FastLanguageModel.from_pretrained(str(tmp_path / "phone_model"))
+    assert type(reloaded.layers[0].mlp.down_proj).__name__ == "ActivationQuantizedLinear"
+    ids = mx.array([tokenizer("The kettle is red.")["input_ids"]])
+    np.testing.assert_allclose(np.array(reloaded(ids)), np.array(model(ids)), atol=1e-4)
 
 
 @pytest.mark.parametrize("scheme", ["fp8-int4", "fp8-fp8"])

@@ -271,6 +271,11 @@ class FastLanguageModel:
         quantization = load_quantization(
             load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning, kwargs.get("load_in_fp8")
         )
+        if kwargs.get("qat_scheme") is not None and not full_finetuning:
+            raise ValueError(
+                f"Specifying `qat_scheme` in `{owner}(...)` is only compatible with `full_finetuning=True`. If you "
+                "wish to use QAT with LoRA, please pass in `qat_scheme` in `get_peft_model(...)` instead."
+            )
         token, revision = kwargs.get("token"), kwargs.get("revision")
         folder = resolve_model_folder(model_name, token=token, revision=revision)
         adapter = _adapter_config(folder)
@@ -301,6 +306,10 @@ class FastLanguageModel:
         model.save_pretrained_merged = MethodType(save_pretrained_merged, model)
         # CUDA Unsloth gives every model save_lora, with or without vLLM (GRPO notebooks call it after fast_inference=False).
         model.save_lora = MethodType(save_lora, model)
+        if kwargs.get("qat_scheme") is not None:
+            # The phone-deployment notebook's full fine-tune: every weight trains fake-quantized.
+            prepare_qat(model, qat_scheme_named(kwargs["qat_scheme"], str(model_config(model).get("model_type", ""))))
+            model.save_pretrained_torchao = MethodType(save_pretrained_torchao, model)
         # mlx_lm wraps the tokenizer for streaming decode; notebooks call the Hugging Face tokenizer inside directly.
         tokenizer = getattr(wrapper, "_tokenizer", wrapper)
         attach_methods(model, tokenizer, str(folder))
