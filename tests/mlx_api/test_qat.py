@@ -335,6 +335,19 @@ def test_phone_deployment_notebook_full_finetune(wide_model_dir: Path, tmp_path:
     np.testing.assert_allclose(np.array(reloaded(ids)), np.array(model(ids)), atol=1e-4)
 
 
+def test_gemma3_switches_int8_int4_to_int4_as_cuda_unsloth_does(tmp_path: Path, capsys: Any) -> None:
+    from tools.kits.tiny_mlx_model import TinyLlamaShape, build_tiny_mlx_model
+    from unsloth import FastLanguageModel
+
+    shape = TinyLlamaShape(hidden_size=128, intermediate_size=256)
+    folder = build_tiny_mlx_model(tmp_path / "gemma3", shape, architecture="gemma3_text", tokenizer_cache_dir=tmp_path)
+    model, _ = FastLanguageModel.from_pretrained(str(folder))
+    model = FastLanguageModel.get_peft_model(model, r=8, qat_scheme="int8-int4")
+    assert "Gemma3 has a large vocabulary" in capsys.readouterr().out
+    assert type(model.model.embed_tokens).__name__ == "Embedding"
+    assert model.unsloth_qat_scheme.name == "int4"
+
+
 @pytest.mark.parametrize("scheme", ["fp8-int4", "fp8-fp8"])
 def test_fp8_schemes_are_refused_with_the_reason(load_public, scheme: str) -> None:
     from unsloth import FastLanguageModel
