@@ -57,6 +57,12 @@ def wide_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def plain_trained(wide_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """The adapter trained without QAT, which each scheme's check quantizes its own way."""
+    return _trained(wide_model_dir, tmp_path_factory.mktemp("plain"))
+
+
 def _rows() -> List[dict]:
     return [{"text": chat_text(question, answer)} for question, answer in FACTS]
 
@@ -111,12 +117,14 @@ def _quantized_by_hand(model: Any, tokenizer: Any, folder: Path) -> Any:
     return merged
 
 
-def test_qat_adapter_merged_and_quantized_beats_one_trained_without_qat(wide_model_dir: Path, tmp_path: Path) -> None:
+def test_qat_adapter_merged_and_quantized_beats_one_trained_without_qat(
+    wide_model_dir: Path, plain_trained: tuple, tmp_path: Path
+) -> None:
     import mlx.core as mx
     from torchao.quantization import quantize_
     from torchao.quantization.qat import QATConfig
 
-    plain, tokenizer = _trained(wide_model_dir, tmp_path / "plain")
+    plain, tokenizer = plain_trained
     plain_loss = _mean_loss(_quantized_by_hand(plain, tokenizer, tmp_path / "plain-merged"), tokenizer)
 
     qat, _ = _trained(wide_model_dir, tmp_path / "qat", qat_scheme="int4")
@@ -209,18 +217,25 @@ def _int8_int4_by_hand(model: Any, tokenizer: Any, folder: Path) -> Any:
 
 
 def test_int8_int4_qat_adapter_merged_and_quantized_beats_one_trained_without_qat(
-    wide_model_dir: Path, tmp_path: Path
+    wide_model_dir: Path, plain_trained: tuple, tmp_path: Path
 ) -> None:
     import mlx.core as mx
     from torchao.quantization import quantize_
     from torchao.quantization.qat import QATConfig
 
-    plain, tokenizer = _trained(wide_model_dir, tmp_path / "plain")
+    plain, tokenizer = plain_trained
     plain_loss = _mean_loss(_int8_int4_by_hand(plain, tokenizer, tmp_path / "plain-merged"), tokenizer)
 
     qat, _ = _trained(wide_model_dir, tmp_path / "qat", qat_scheme="int8-int4")
     assert type(qat.model.embed_tokens).__name__ == "FakeQuantizedEmbedding"
     by_hand = _int8_int4_by_hand(qat, tokenizer, tmp_path / "qat-merged")
+    inputs = {
+        path: mx.random.normal((3, module.weight.shape[1]), key=mx.random.key(len(path)))
+        for path, module in by_hand.named_modules()
+        if path.endswith("_proj")
+    }
+    # What each layer computed while training, to compare with the by-hand scheme below.
+    trained = {path: np.array(dict(qat.named_modules())[path](x)) for path, x in inputs.items()}
     quantize_(qat, QATConfig(step="convert"))
     down = qat.layers[0].mlp.down_proj
     assert (type(down).__name__, down.bits, down.group_size, down.activation_bits) == (
@@ -230,13 +245,13 @@ def test_int8_int4_qat_adapter_merged_and_quantized_beats_one_trained_without_qa
         8,
     )
     assert (type(qat.model.embed_tokens).__name__, qat.model.embed_tokens.bits) == ("QuantizedEmbedding", 8)
-    # Each converted layer computes what the scheme, written out by hand, computes with the QAT adapter merged. Layer
-    # by layer: through the whole model a last-bit difference flips an activation code, and the flip grows.
-    converted = dict(qat.named_modules())
-    for path, module in by_hand.named_modules():
-        if path.endswith("_proj"):
-            x = mx.random.normal((3, module.weight.shape[1]), key=mx.random.key(len(path)))
-            np.testing.assert_allclose(np.array(converted[path](x)), np.array(module(x)), atol=1e-4, err_msg=path)
+    # Each layer, as it trained and as converted, computes what the scheme written out by hand computes with the QAT
+    # adapter merged. Layer by layer: through the whole model a last-bit difference flips an activation code, and grows.
+    converted, written = dict(qat.named_modules()), dict(by_hand.named_modules())
+    for path, x in inputs.items():
+        expected = np.array(written[path](x))
+        np.testing.assert_allclose(trained[path], expected, atol=1e-4, err_msg=f"trained {path}")
+        np.testing.assert_allclose(np.array(converted[path](x)), expected, atol=1e-4, err_msg=f"converted {path}")
     ids = mx.array([tokenizer(_rows()[0]["text"])["input_ids"]])
     np.testing.assert_allclose(
         np.array(qat.model.embed_tokens(ids)), np.array(by_hand.model.embed_tokens(ids)), atol=1e-6
