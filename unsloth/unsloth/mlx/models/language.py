@@ -20,7 +20,13 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files, trains_adapters_only
+from unsloth_zoo.mlx.checkpoint import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTERS_FILE,
+    save_model_files,
+    source_config,
+    trains_adapters_only,
+)
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
 from unsloth_zoo.mlx.qat import prepare_qat, qat_scheme, restore_activation_quantization, saved_quantization_config
@@ -292,7 +298,7 @@ class FastLanguageModel:
         # Past the model's positions, RoPE is extended (linear scaling, as CUDA Unsloth does) instead of clamped.
         model, wrapper = load_model(folder, max_seq_length=max_seq_length)
         # A model saved after int8-int4 QAT quantizes each token's activations, which mlx_lm's loader does not restore.
-        restore_activation_quantization(model, model_config(model))
+        restore_activation_quantization(model, source_config(model) or {})
         chosen = _dtype(dtype)
         if chosen is not None:
             model.set_dtype(chosen)
