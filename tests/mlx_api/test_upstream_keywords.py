@@ -150,13 +150,19 @@ def test_get_peft_model_accepts_upstreams_default(entry: str, keyword: str, tiny
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 @pytest.mark.parametrize(
     ("keyword", "value"),
-    [("float8_kv_cache", True), ("qat_scheme", "int4"), ("rope_scaling", {"factor": 2.0})],
+    [("float8_kv_cache", True), ("rope_scaling", {"factor": 2.0})],
 )
 def test_from_pretrained_refuses_what_mlx_cannot_honour_by_name(
     entry: str, keyword: str, value: Any, tiny_model_dir: Path, vision_dir
 ) -> None:
     with pytest.raises(NotImplementedError, match=rf"{entry}\.from_pretrained on MLX cannot honour {keyword}="):
         _entry(entry).from_pretrained(_folder(entry, tiny_model_dir, vision_dir), **{keyword: value})
+
+
+def test_vision_from_pretrained_refuses_qat_scheme_by_name(vision_dir: Path) -> None:
+    """Full-finetune QAT at load is built for text models (FastLanguageModel, FastModel on a text model) only."""
+    with pytest.raises(NotImplementedError, match=r"FastVisionModel\.from_pretrained on MLX cannot honour qat_scheme="):
+        _entry("FastVisionModel").from_pretrained(str(vision_dir), qat_scheme="int4", full_finetuning=True)
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)

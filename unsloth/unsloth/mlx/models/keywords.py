@@ -99,6 +99,7 @@ TEXT_LOAD_USED = (
     "fast_inference",
     "use_gradient_checkpointing",
     "text_only",
+    "qat_scheme",
 )
 VISION_LOAD_USED = (
     "token",

@@ -20,10 +20,16 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from unsloth_zoo.mlx.checkpoint import ADAPTER_CONFIG_FILE, ADAPTERS_FILE, save_model_files, trains_adapters_only
+from unsloth_zoo.mlx.checkpoint import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTERS_FILE,
+    save_model_files,
+    source_config,
+    trains_adapters_only,
+)
 from unsloth_zoo.mlx.checkpointing import request_gradient_checkpointing
 from unsloth_zoo.mlx.loading import load_model, resolve_model_folder
-from unsloth_zoo.mlx.qat import prepare_qat, qat_scheme
+from unsloth_zoo.mlx.qat import prepare_qat, qat_scheme, restore_activation_quantization, saved_quantization_config
 from unsloth_zoo.mlx.lora import (
     DEFAULT_TARGETS,
     FULL_FINETUNING_ATTRIBUTE,
@@ -129,7 +135,7 @@ def _save_whole(model: Any, folder: Path, tokenizer: Any) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     weights = dict(tree_flatten(model.parameters()))
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
-    config = {**model_config(model), "quantization": quantization.as_dict()}
+    config = {**model_config(model), **saved_quantization_config(model, quantization.as_dict())}
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
@@ -271,6 +277,11 @@ class FastLanguageModel:
         quantization = load_quantization(
             load_in_4bit, kwargs.get("load_in_8bit"), full_finetuning, kwargs.get("load_in_fp8")
         )
+        if kwargs.get("qat_scheme") is not None and not full_finetuning:
+            raise ValueError(
+                f"Specifying `qat_scheme` in `{owner}(...)` is only compatible with `full_finetuning=True`. If you "
+                "wish to use QAT with LoRA, please pass in `qat_scheme` in `get_peft_model(...)` instead."
+            )
         token, revision = kwargs.get("token"), kwargs.get("revision")
         folder = resolve_model_folder(model_name, token=token, revision=revision)
         adapter = _adapter_config(folder)
@@ -286,6 +297,8 @@ class FastLanguageModel:
         refuse_speech_checkpoint(owner, folder)
         # Past the model's positions, RoPE is extended (linear scaling, as CUDA Unsloth does) instead of clamped.
         model, wrapper = load_model(folder, max_seq_length=max_seq_length)
+        # A model saved after int8-int4 QAT quantizes each token's activations, which mlx_lm's loader does not restore.
+        restore_activation_quantization(model, source_config(model) or {})
         chosen = _dtype(dtype)
         if chosen is not None:
             model.set_dtype(chosen)
@@ -299,6 +312,10 @@ class FastLanguageModel:
         model.save_pretrained_merged = MethodType(save_pretrained_merged, model)
         # CUDA Unsloth gives every model save_lora, with or without vLLM (GRPO notebooks call it after fast_inference=False).
         model.save_lora = MethodType(save_lora, model)
+        if kwargs.get("qat_scheme") is not None:
+            # The phone-deployment notebook's full fine-tune: every weight trains fake-quantized.
+            prepare_qat(model, qat_scheme_named(kwargs["qat_scheme"], str(model_config(model).get("model_type", ""))))
+            model.save_pretrained_torchao = MethodType(save_pretrained_torchao, model)
         # mlx_lm wraps the tokenizer for streaming decode; notebooks call the Hugging Face tokenizer inside directly.
         tokenizer = getattr(wrapper, "_tokenizer", wrapper)
         attach_methods(model, tokenizer, str(folder))
@@ -329,7 +346,9 @@ class FastLanguageModel:
             print("Unsloth: Full finetuning is enabled, so .get_peft_model has no effect")
             return request_gradient_checkpointing(model, kwargs)
         targets, strict = _peft_targets(target_modules, kwargs.get("modules_to_save"))
-        scheme = None if kwargs.get("qat_scheme") is None else qat_scheme_named(kwargs["qat_scheme"])
+        scheme = None
+        if kwargs.get("qat_scheme") is not None:
+            scheme = qat_scheme_named(kwargs["qat_scheme"], str(model_config(model).get("model_type", "")))
         base_quantization = model_quantization(model)
         if scheme is not None and base_quantization is not None:
             raise NotImplementedError(

@@ -158,25 +158,34 @@ def dequantized_copy(model: Any) -> Any:
 # ---- qat_scheme: the MLX quantization a scheme trains against, or why it cannot ------------------------------
 
 # torchao's Int4WeightOnlyConfig(group_size=128), CUDA Unsloth's "int4", is affine 4-bit in groups of 128, as MLX's is.
-QAT_SCHEMES = {"int4": QatScheme("int4", bits=4, group_size=128)}
-_ACTIVATIONS = (
-    "it quantizes each token's activations at run time as well as the weights ({}); MLX's quantized layers multiply "
-    "float activations, so no MLX model computes what it would train; use qat_scheme='int4'"
+_INT4 = QatScheme("int4", bits=4, group_size=128)
+# CUDA Unsloth's "int8-int4" (ExecuTorch's scheme): torchao's Int8DynamicActivationIntxWeightConfig with int4 weights,
+# symmetric in groups of 32, each token's activations int8 asymmetric at run time, and the embedding int8 per row.
+_INT8_INT4 = QatScheme("int8-int4", bits=4, group_size=32, symmetric=True, activation_bits=8, embedding_bits=8)
+# CUDA Unsloth's "int8": torchao's IntxWeightOnlyConfig(int8, PerAxis(0)), symmetric with one scale per row.
+_INT8 = QatScheme("int8", bits=8, group_size=32, symmetric=True, per_row=True)
+# "phone-deployment" is CUDA Unsloth's other name for int8-int4.
+QAT_SCHEMES = {"int4": _INT4, "int8-int4": _INT8_INT4, "phone-deployment": _INT8_INT4, "int8": _INT8}
+_FP8_ACTIVATIONS = (
+    "it rounds to fp8 e4m3 with one float scale per row ({}); MLX's only fp8 format, mxfp8, has one power-of-two "
+    "scale per 32 values, so the saved MLX model would not compute what trained; use qat_scheme='int4' or 'int8-int4'"
 )
 QAT_REFUSED = {
-    "int8-int4": _ACTIVATIONS.format("int8 activations, int4 weights, for ExecuTorch"),
-    "phone-deployment": _ACTIVATIONS.format("CUDA Unsloth's name for int8-int4: int8 activations, int4 weights"),
-    "fp8-int4": _ACTIVATIONS.format("fp8 activations, int4 weights"),
-    "fp8-fp8": _ACTIVATIONS.format("fp8 activations and weights"),
-    "int8": "it quantizes each weight row as one group; MLX's groups hold 32, 64 or 128 weights",
+    "fp8-int4": _FP8_ACTIVATIONS.format("fp8 activations, int4 weights"),
+    "fp8-fp8": _FP8_ACTIVATIONS.format("fp8 activations and weights"),
     "cactus": "it quantizes int8 symmetrically for the Cactus runtime, which reads no MLX files",
 }
 
 
-def qat_scheme_named(value: Any) -> QatScheme:
+def qat_scheme_named(value: Any, model_type: str = "") -> QatScheme:
     """The scheme a notebook's `qat_scheme` names; a scheme MLX cannot train faithfully is refused with the reason."""
     if value in QAT_SCHEMES:
-        return QAT_SCHEMES[value]
+        scheme = QAT_SCHEMES[value]
+        if scheme.embedding_bits and "gemma3" in model_type:
+            # CUDA Unsloth's own switch: Gemma 3's 262k-row vocabulary trains unstably with int8 embeddings.
+            print("Unsloth: Gemma3 has a large vocabulary causing int8 embedding issues. Switching to int4 QAT.")
+            return _INT4
+        return scheme
     if value in QAT_REFUSED:
         raise NotImplementedError(f"qat_scheme={value!r} on MLX: {QAT_REFUSED[value]}")
     raise ValueError(f"qat_scheme={value!r} is not one of {', '.join([*QAT_SCHEMES, *QAT_REFUSED])}")
