@@ -121,5 +121,13 @@ test_inference(model, run_name="Post-Training")
 model.save_pretrained("all_minilm_l6_v2_lora")
 model.tokenizer.save_pretrained("all_minilm_l6_v2_lora")
 
+# %% [26] reload the adapters (the notebook's `if False:` branch, run)
+model = FastSentenceTransformer.from_pretrained("all_minilm_l6_v2_lora")
+
 # %% [28] merged save (the notebook's `if False:` branch, run)
 model.save_pretrained_merged("all_minilm_l6_v2_finetune_16bit", tokenizer=model.tokenizer, save_method="merged_16bit")
+
+# %% [30] GGUF, Q8_0 and f16 (the notebook's `if False:` branches, run; its q4_k_m is refused by name)
+model.save_pretrained_gguf("all_minilm_l6_v2_finetune")
+model.save_pretrained_gguf("all_minilm_l6_v2_finetune", quantization_method="f16")
+print(sorted(path.name for path in Path("all_minilm_l6_v2_finetune").glob("*.gguf")))

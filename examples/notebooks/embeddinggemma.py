@@ -96,8 +96,23 @@ trainer = SentenceTransformerTrainer(
     evaluator=evaluator,
 )
 
+# %% [17] memory before
+gpu_stats = torch.cuda.get_device_properties(0)
+start_gpu_memory = round(torch.cuda.max_memory_reserved() / 1024 / 1024 / 1024, 3)
+max_memory = round(gpu_stats.total_memory / 1024 / 1024 / 1024, 3)
+print(f"GPU = {gpu_stats.name}. Max memory = {max_memory} GB.")
+print(f"{start_gpu_memory} GB of memory reserved.")
+
 # %% [19] train
 trainer_stats = trainer.train()
+
+# %% [20] memory and time after
+used_memory = round(torch.cuda.max_memory_reserved() / 1024 / 1024 / 1024, 3)
+used_memory_for_lora = round(used_memory - start_gpu_memory, 3)
+print(f"{trainer_stats.metrics['train_runtime']} seconds used for training.")
+print(f"{round(trainer_stats.metrics['train_runtime'] / 60, 2)} minutes used for training.")
+print(f"Peak reserved memory = {used_memory} GB, {round(used_memory / max_memory * 100, 3)} % of max memory.")
+print(f"Peak reserved memory for training = {used_memory_for_lora} GB.")
 
 # %% [22] the evaluator after training
 with torch.autocast(device_type="cuda", dtype=model.dtype, enabled=model.dtype != torch.float16):
@@ -119,3 +134,14 @@ for idx in ranking.tolist():
 # %% [27] save the adapters and tokenizer
 model.save_pretrained("embeddinggemma_lora")
 model.tokenizer.save_pretrained("embeddinggemma_lora")
+
+# %% [29] reload the adapters (the notebook's `if False:` branch, run)
+model = FastSentenceTransformer.from_pretrained("embeddinggemma_lora")
+
+# %% [31] merged save (the notebook's `if False:` branch, run)
+model.save_pretrained_merged("embeddinggemma_finetune_16bit", tokenizer=model.tokenizer, save_method="merged_16bit")
+
+# %% [33] GGUF, Q8_0 and f16 (the notebook's `if False:` branches, run; its q4_k_m is refused by name)
+model.save_pretrained_gguf("embeddinggemma_finetune")
+model.save_pretrained_gguf("embeddinggemma_finetune", quantization_method="f16")
+print(sorted(path.name for path in Path("embeddinggemma_finetune").glob("*.gguf")))

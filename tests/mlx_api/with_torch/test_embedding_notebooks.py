@@ -9,21 +9,21 @@ from pathlib import Path
 import pytest
 
 CELL_COUNTS = {
-    "all_minilm_l6_v2": 13,
+    "all_minilm_l6_v2": 15,
     "bert_classification": 12,
     "bge_m3": 15,
-    "embeddinggemma": 11,
+    "embeddinggemma": 16,
     "gte_modernbert_base": 15,
     "qwen3_embedding_0_6b": 15,
     "qwen3_embedding_4b": 15,
 }
-# The four replays that run their notebook's `if False:` reload and GGUF cells too.
+# The replays that run their notebook's `if False:` reload and GGUF cells too (all but the classifier's).
 GGUF_WRITTEN = "['unsloth.F16.gguf', 'unsloth.Q8_0.gguf']"
 PRINTED = {
-    "all_minilm_l6_v2": ("'loss'", "Post-Training Results"),
+    "all_minilm_l6_v2": ("'loss'", "Post-Training Results", GGUF_WRITTEN),
     "bert_classification": ("'loss'", "'eval_accuracy'", "'label': '"),
     "bge_m3": ("'loss'", "Post-Training Results", GGUF_WRITTEN),
-    "embeddinggemma": ("'loss'", "'eval_loss'", "ndcg@10"),
+    "embeddinggemma": ("'loss'", "'eval_loss'", "ndcg@10", GGUF_WRITTEN),
     "gte_modernbert_base": ("'loss'", "Post-Training Results", GGUF_WRITTEN),
     "qwen3_embedding_0_6b": ("'loss'", "Post-Training Results", GGUF_WRITTEN),
     "qwen3_embedding_4b": ("'loss'", "Post-Training Results", GGUF_WRITTEN),
