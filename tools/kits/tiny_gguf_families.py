@@ -368,6 +368,36 @@ UNTRAINED_FAMILIES = {
         tie_word_embeddings=False,
     ),
     "llama4": llama4_config,
+    # MiniCPM: the embedding, each residual branch and the logits scaled away from 1.
+    "minicpm": lambda: _generic(
+        "minicpm", "MiniCPMForCausalLM", scale_emb=2.0, scale_depth=1.4, dim_model_base=64, tie_word_embeddings=False
+    ),
+    # InternLM2: a fused wqkv grouping two query heads with each key/value head.
+    "internlm2": lambda: _generic("internlm2", "InternLM2ForCausalLM", bias=False, tie_word_embeddings=False),
+    # GPT-NeoX (Pythia): head-by-head fused query/key/value with biases, a quarter of each head rotated, parallel
+    # residuals.
+    "gpt_neox": lambda: _generic(
+        "gpt_neox",
+        "GPTNeoXForCausalLM",
+        num_key_value_heads=4,
+        intermediate_size=4 * WIDTH,
+        rotary_pct=0.25,
+        rotary_emb_base=10000,
+        layer_norm_eps=1e-5,
+        use_parallel_residual=True,
+    ),
+    # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
+    "deepseek": lambda: _generic(
+        "deepseek",
+        "DeepseekForCausalLM",
+        n_routed_experts=4,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        moe_intermediate_size=WIDTH,
+        first_k_dense_replace=1,
+        moe_layer_freq=1,
+        tie_word_embeddings=False,
+    ),
 }
 
 

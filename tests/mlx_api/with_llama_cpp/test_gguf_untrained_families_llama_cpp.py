@@ -22,6 +22,9 @@ RUNNER = Path(__file__).with_name("llama_cpp_f32_greedy.py")
 # The logits of these models reach about 1.6 and float32 sums differ by about 1e-7 of that per layer: the measured gaps
 # are 1.2e-6 to 1.7e-6 (with llama.cpp's default f16 cache they would be 2e-4 to 7e-4, too close to a lost factor).
 LARGEST_GAP = 2e-5
+# llama.cpp's CPU GELU reads its input rounded to f16 (ggml-cpu/vec.h's GGML_GELU_FP16 table), a relative error of up to
+# 2**-11 in every MLP activation: GPT-NeoX's measured gap is 6.3e-4, a misordered query/key/value row moves it past 0.1.
+GELU_GAP = {"gpt_neox": 2e-3}
 # A greedy token is compared only while MLX's top two logits stand further apart than this many measured gaps.
 CLEAR_MARGIN = 4
 
@@ -76,5 +79,5 @@ def test_llama_cpp_runs_each_untrained_family_as_mlx_does(exports, name):
         compared += 1
     largest = float(np.abs(export["first"]).max())
     print(f"{name} f32: gap {gap:.2e} (largest logit {largest:.2f}), {compared}/{NEW_TOKENS} tokens compared and equal")
-    assert gap < LARGEST_GAP
+    assert gap < GELU_GAP.get(name, LARGEST_GAP)
     assert compared >= 1, export["steps"]

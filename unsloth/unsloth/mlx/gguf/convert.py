@@ -56,6 +56,11 @@ def family_for(config: Dict[str, Any]) -> Family:
     return converter.family_for(config)
 
 
+def embedding_weight(config: Dict[str, Any]) -> str:
+    """The token embedding's name in mlx_lm's model of this config."""
+    return _converter(config).embedding_weight
+
+
 def rope_base(config: Dict[str, Any], local: bool = False) -> float:
     """The rotary base of the global layers, or with `local=True` of Gemma 3's local ones."""
     converter = converter_for(str(config.get("model_type")))

@@ -28,6 +28,7 @@ class Converter:
     """How one model type becomes llama.cpp's architecture; every hook defaults to the common path."""
 
     yarn_refusal = ""  # why YaRN is refused for this family, where more is known than "not checked here"
+    embedding_weight = "model.embed_tokens.weight"  # the token embedding's name in mlx_lm's model
 
     def __init__(self, family: Family) -> None:
         self.family = family

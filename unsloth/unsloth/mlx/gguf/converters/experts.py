@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The mixture-of-experts families llama.cpp reads with the common tensor names: Qwen 2 and 3 MoE, OLMoE,
-ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss and Llama 4's language model, each with the expert keys and the routing
+DeepSeek (v1), ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss and Llama 4's language model, each with the expert keys and the routing
 settings its graph fixes."""
 
 from __future__ import annotations
@@ -117,6 +117,34 @@ class Glm4Moe(Converter):
         writer.add_expert_weights_norm(bool(config.get("norm_topk_prob")))
 
 
+class DeepSeek(Converter):
+    """DeepSeek (v1, DeepSeekMoE): softmax top-k experts, never renormalized, beside shared experts, after
+    `first_k_dense_replace` dense layers; llama's interleaved rotary rows."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if not config.get("n_routed_experts"):
+            raise UnsupportedModel("deepseek without routed experts: llama.cpp's deepseek requires them")
+        if not config.get("n_shared_experts"):
+            raise UnsupportedModel("deepseek without shared experts: llama.cpp's deepseek requires them")
+        if int(config.get("moe_layer_freq") or 1) != 1:
+            raise UnsupportedModel(
+                "deepseek with moe_layer_freq other than 1: llama.cpp's deepseek reads only leading dense layers"
+            )
+        if config.get("attention_bias"):
+            raise UnsupportedModel("deepseek with attention_bias=True: llama.cpp's deepseek reads no attention biases")
+        if config.get("head_dim") not in (None, int(config["hidden_size"]) // int(config["num_attention_heads"])):
+            raise UnsupportedModel("deepseek with a head_dim other than hidden_size / heads: mlx_lm ignores it")
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_count(int(config["n_routed_experts"]))
+        writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_count(int(config["n_shared_experts"]))
+        writer.add_leading_dense_block_count(int(config.get("first_k_dense_replace") or 0))
+        writer.add_expert_weights_scale(1.0)
+
+
 class MiniMaxM2(Converter):
     """MiniMax-M2 (mlx_lm's minimax): sigmoid-scored experts picked with a selection bias and renormalized, query and
     key norms over all heads at once, a rope over `rotary_dim` of each head."""
@@ -201,6 +229,7 @@ CONVERTERS = {
     "qwen3_moe": Qwen3Moe(Family("qwen3moe")),
     "qwen2_moe": Qwen2Moe(Family("qwen2moe")),
     "olmoe": Olmoe(Family("olmoe", output_required=True)),
+    "deepseek": DeepSeek(Family("deepseek", permute_rotary=True)),
     "ernie4_5": Ernie45(Family("ernie4_5")),
     "ernie4_5_moe": Ernie45Moe(Family("ernie4_5-moe", key="ERNIE4_5_MOE")),
     "glm4_moe": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),

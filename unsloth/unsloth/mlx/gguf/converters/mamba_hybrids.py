@@ -50,11 +50,6 @@ def _mlx_args(config: Dict[str, Any]) -> Any:
     return module.ModelArgs.from_dict(config)
 
 
-def embedding_name(config: Dict[str, Any]) -> str:
-    """The token embedding's weight name in mlx_lm's model."""
-    return "backbone.embeddings.weight" if config.get("model_type") == "nemotron_h" else "model.embed_tokens.weight"
-
-
 def pattern(config: Dict[str, Any]) -> List[str]:
     """Nemotron-H's block kinds, one character each (M Mamba 2, * attention, - MLP, E experts), as mlx_lm reads them."""
     return list(_mlx_args(config).hybrid_override_pattern)
@@ -246,6 +241,8 @@ class MambaHybrid(Converter):
 
 
 class NemotronH(MambaHybrid):
+    embedding_weight = "backbone.embeddings.weight"
+
     def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
         return kv_head_counts(config)
 
