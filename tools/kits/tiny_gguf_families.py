@@ -368,9 +368,9 @@ UNTRAINED_FAMILIES = {
         tie_word_embeddings=False,
     ),
     "llama4": llama4_config,
-    # MiniCPM: the embedding, each residual branch and the logits scaled away from 1.
+    # MiniCPM: the embedding, each residual branch and the logits scaled away from 1 and from llama.cpp's defaults.
     "minicpm": lambda: _generic(
-        "minicpm", "MiniCPMForCausalLM", scale_emb=2.0, scale_depth=1.4, dim_model_base=64, tie_word_embeddings=False
+        "minicpm", "MiniCPMForCausalLM", scale_emb=2.0, scale_depth=2.5, dim_model_base=64, tie_word_embeddings=False
     ),
     # InternLM2: a fused wqkv grouping two query heads with each key/value head.
     "internlm2": lambda: _generic("internlm2", "InternLM2ForCausalLM", bias=False, tie_word_embeddings=False),
