@@ -386,6 +386,9 @@ UNTRAINED_FAMILIES = {
         layer_norm_eps=1e-5,
         use_parallel_residual=True,
     ),
+    # IQuest-Coder and XVERSE, which mlx_lm runs as llama: grouped heads, a separate head, llama's rotary row order.
+    "iquestcoder": lambda: _generic("iquestcoder", "IQuestCoderForCausalLM", tie_word_embeddings=False),
+    "xverse": lambda: _generic("xverse", "XverseForCausalLM", tie_word_embeddings=False),
     # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
     "deepseek": lambda: _generic(
         "deepseek",

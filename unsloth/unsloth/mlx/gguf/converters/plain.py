@@ -252,6 +252,21 @@ class GPTNeoX(Converter):
         writer.add_parallel_residual(bool(config.get("use_parallel_residual", True)))
 
 
+class Xverse(Converter):
+    """XVERSE, which mlx_lm runs as llama: llama.cpp's xverse reads llama's layers without biases or rope scaling."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for key in ("attention_bias", "mlp_bias"):
+            if config.get(key):
+                raise UnsupportedModel(f"xverse with {key}=True: llama.cpp's xverse reads no such biases")
+        if scaling_of(config):
+            raise UnsupportedModel("xverse with rope_scaling: llama.cpp's xverse graph is not checked against it here")
+        if config.get("head_dim") not in (None, head_dim({**config, "head_dim": None})):
+            raise UnsupportedModel(
+                "xverse with a head_dim other than hidden_size / heads: llama.cpp's xverse sizes by it"
+            )
+
+
 CONVERTERS = {
     "llama": Converter(Family("llama", permute_rotary=True, yarn=True)),
     "mistral": Converter(Family("llama", permute_rotary=True, yarn=True)),
@@ -280,5 +295,7 @@ CONVERTERS = {
     "minicpm": MiniCPM(Family("minicpm", permute_rotary=True)),
     "internlm2": InternLM2(Family("internlm2", output_required=True)),
     "gpt_neox": GPTNeoX(Family("gptneox", output_required=True)),
+    "iquestcoder": Converter(Family("llama", permute_rotary=True, yarn=True)),  # mlx_lm runs it as llama
+    "xverse": Xverse(Family("xverse", permute_rotary=True, output_required=True)),
     "ministral3": Ministral3(Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True)),
 }
