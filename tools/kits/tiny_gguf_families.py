@@ -389,6 +389,17 @@ UNTRAINED_FAMILIES = {
     # IQuest-Coder and XVERSE, which mlx_lm runs as llama: grouped heads, a separate head, llama's rotary row order.
     "iquestcoder": lambda: _generic("iquestcoder", "IQuestCoderForCausalLM", tie_word_embeddings=False),
     "xverse": lambda: _generic("xverse", "XverseForCausalLM", tie_word_embeddings=False),
+    # Nemotron: LayerNorm of 1 + weight with biases, a squared-ReLU MLP with biases, a quarter of each head rotated.
+    "nemotron": lambda: _generic(
+        "nemotron",
+        "NemotronForCausalLM",
+        hidden_act="relu2",
+        norm_eps=1e-5,
+        partial_rotary_factor=0.25,
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=False,
+    ),
     # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
     "deepseek": lambda: _generic(
         "deepseek",

@@ -252,6 +252,26 @@ class GPTNeoX(Converter):
         writer.add_parallel_residual(bool(config.get("use_parallel_residual", True)))
 
 
+class Nemotron(Converter):
+    """Nemotron (Minitron): LayerNorm scaling by 1 + weight (the family's norm offset), a squared-ReLU MLP, half of each
+    head rotated by default."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        heads, width = int(config["num_attention_heads"]), int(config["hidden_size"])
+        if head_dim(config) * heads != width:
+            raise UnsupportedModel(
+                f"nemotron with head_dim {head_dim(config)} x {heads} heads != hidden_size {width}: llama.cpp's "
+                "nemotron sizes its attention by hidden_size alone"
+            )
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return int(head_dim(config) * float(config.get("partial_rotary_factor") or 0.5))  # mlx_lm's default
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_layer_norm_eps(float(config["norm_eps"]))
+
+
 class Xverse(Converter):
     """XVERSE, which mlx_lm runs as llama: llama.cpp's xverse reads llama's layers without biases or rope scaling."""
 
@@ -296,6 +316,7 @@ CONVERTERS = {
     "internlm2": InternLM2(Family("internlm2", output_required=True)),
     "gpt_neox": GPTNeoX(Family("gptneox", output_required=True)),
     "iquestcoder": Converter(Family("llama", permute_rotary=True, yarn=True)),  # mlx_lm runs it as llama
+    "nemotron": Nemotron(Family("nemotron", norm_offset=1.0, output_required=True)),
     "xverse": Xverse(Family("xverse", permute_rotary=True, output_required=True)),
     "ministral3": Ministral3(Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True)),
 }
