@@ -400,6 +400,14 @@ UNTRAINED_FAMILIES = {
         mlp_bias=True,
         tie_word_embeddings=False,
     ),
+    # EXAONE 3.5: GPT-2's names and layer count key, RMS norms, a separate head.
+    "exaone": lambda: {
+        **{key: value for key, value in _generic("exaone", "ExaoneForCausalLM").items() if key != "num_hidden_layers"},
+        "num_layers": 2,
+        "layer_norm_epsilon": 1e-5,
+        "activation_function": "silu",
+        "tie_word_embeddings": False,
+    },
     # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
     "deepseek": lambda: _generic(
         "deepseek",

@@ -56,6 +56,11 @@ def family_for(config: Dict[str, Any]) -> Family:
     return converter.family_for(config)
 
 
+def with_layer_count(config: Dict[str, Any]) -> Dict[str, Any]:
+    """The config with `num_hidden_layers` as mlx_lm builds the model, which every later step reads."""
+    return _converter(config).with_layer_count(config)
+
+
 def embedding_weight(config: Dict[str, Any]) -> str:
     """The token embedding's name in mlx_lm's model of this config."""
     return _converter(config).embedding_weight

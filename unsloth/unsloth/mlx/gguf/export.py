@@ -17,9 +17,8 @@ from typing import Any, Dict, List
 import mlx.core as mx
 import numpy as np
 
-from .convert import embedding_weight, family_for, gguf_tensors, write_gguf
+from .convert import embedding_weight, family_for, gguf_tensors, with_layer_count, write_gguf
 from .families import unwrap_text_model
-from .converters.mamba_hybrids import with_layer_count
 from .file_types import (
     UNIFORM_TYPES,
     available_methods,

@@ -36,6 +36,10 @@ class Converter:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.family.architecture!r})"
 
+    def with_layer_count(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        """The config with `num_hidden_layers` as mlx_lm builds the model, for families that count layers otherwise."""
+        return config
+
     def family_for(self, config: Dict[str, Any]) -> Family:
         """The architecture written for this config (a family whose settings pick between two overrides it)."""
         return self.family

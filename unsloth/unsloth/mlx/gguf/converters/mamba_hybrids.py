@@ -57,9 +57,7 @@ def pattern(config: Dict[str, Any]) -> List[str]:
 
 def with_layer_count(config: Dict[str, Any]) -> Dict[str, Any]:
     """Nemotron-H's config with the layer count mlx_lm builds (one per pattern entry, whatever num_hidden_layers
-    says); any other config as it is."""
-    if config.get("model_type") != "nemotron_h":
-        return config
+    says)."""
     return {**config, "num_hidden_layers": len(pattern(config))}
 
 
@@ -242,6 +240,9 @@ class MambaHybrid(Converter):
 
 class NemotronH(MambaHybrid):
     embedding_weight = "backbone.embeddings.weight"
+
+    def with_layer_count(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        return with_layer_count(config)
 
     def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
         return kv_head_counts(config)

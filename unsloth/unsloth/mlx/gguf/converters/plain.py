@@ -272,6 +272,23 @@ class Nemotron(Converter):
         writer.add_layer_norm_eps(float(config["norm_eps"]))
 
 
+class Exaone(Converter):
+    """EXAONE 3 and 3.5: llama's layers under GPT-2's names (`transformer.h.N`), counted by `num_layers`."""
+
+    embedding_weight = "transformer.wte.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for key in ("attention_bias", "mlp_bias"):
+            if config.get(key):
+                raise UnsupportedModel(f"exaone with {key}=True: llama.cpp's exaone reads no such biases")
+
+    def with_layer_count(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        return {**config, "num_hidden_layers": int(config.get("num_hidden_layers") or config["num_layers"])}
+
+    def rms_norm_eps(self, config: Dict[str, Any]) -> float:
+        return float(config["layer_norm_epsilon"])
+
+
 class Xverse(Converter):
     """XVERSE, which mlx_lm runs as llama: llama.cpp's xverse reads llama's layers without biases or rope scaling."""
 
@@ -317,6 +334,7 @@ CONVERTERS = {
     "gpt_neox": GPTNeoX(Family("gptneox", output_required=True)),
     "iquestcoder": Converter(Family("llama", permute_rotary=True, yarn=True)),  # mlx_lm runs it as llama
     "nemotron": Nemotron(Family("nemotron", norm_offset=1.0, output_required=True)),
+    "exaone": Exaone(Family("exaone")),
     "xverse": Xverse(Family("xverse", permute_rotary=True, output_required=True)),
     "ministral3": Ministral3(Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True)),
 }
