@@ -13,7 +13,7 @@ from typing import List
 import numpy as np
 import pytest
 
-from tools.kits.tiny_gguf_families import UNTRAINED_FAMILIES
+from tools.kits.tiny_gguf_families import UNTRAINED_FAMILIES, bias_expert_selection, spread_zero_routers
 
 from .agreement import llama_cpp_continuations, prompt_text
 
@@ -53,6 +53,8 @@ def exports(tmp_path_factory):
     results, paths = {}, []
     for name, build in UNTRAINED_FAMILIES.items():
         folder = build_tiny_hybrid_model(root / name / "model", name, config=build())
+        spread_zero_routers(folder, seed=0)
+        bias_expert_selection(folder, seed=0)
         model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
         prompt = tokenizer(prompt_text(), add_special_tokens=False)["input_ids"]
         first, steps = _mlx_steps(model, prompt)
