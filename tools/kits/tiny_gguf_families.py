@@ -422,6 +422,12 @@ UNTRAINED_FAMILIES = {
     # Kimi K2 and JoyAI-LLM-Flash, which mlx_lm runs as DeepSeek V3: latent attention, sigmoid experts beside a shared one.
     "kimi_k2": kimi_k2_config,
     "joyai_llm_flash": lambda: {**kimi_k2_config(), "model_type": "joyai_llm_flash"},
+    # Solar Open: GLM-4.5's layout (mlx_lm's glm4_moe model, llama.cpp's glm4moe) under its own model_type.
+    "solar_open": lambda: {
+        **{key: value for key, value in GENERIC_FAMILIES["glm4_moe"]().items() if key != "rope_scaling"},
+        "model_type": "solar_open",
+        "architectures": ["SolarOpenForCausalLM"],
+    },
     # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
     "deepseek": lambda: _generic(
         "deepseek",

@@ -233,6 +233,7 @@ CONVERTERS = {
     "ernie4_5": Ernie45(Family("ernie4_5")),
     "ernie4_5_moe": Ernie45Moe(Family("ernie4_5-moe", key="ERNIE4_5_MOE")),
     "glm4_moe": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),
+    "solar_open": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),  # Solar Open: GLM-4.5's model in mlx_lm and llama.cpp
     "minimax_m2": MiniMaxM2(Family("minimax-m2", key="MINIMAXM2")),
     "gpt_oss": GptOss(Family("gpt-oss", key="GPT_OSS", yarn=True)),
     # The language model of mlx_lm's llama4 wrapper, told apart from mlx_lm's dense llama4_text (see families.py).
