@@ -428,6 +428,25 @@ UNTRAINED_FAMILIES = {
         "model_type": "solar_open",
         "architectures": ["SolarOpenForCausalLM"],
     },
+    # dots.llm1: a dense first layer, then sigmoid top-2 of four experts (biased selection, normalized and scaled
+    # weights) beside a shared one; per-head query/key norms, no grouped heads (as llama.cpp's dots1 sizes them).
+    "dots1": lambda: _generic(
+        "dots1",
+        "Dots1ForCausalLM",
+        head_dim=64,
+        num_key_value_heads=4,
+        n_routed_experts=4,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        moe_intermediate_size=WIDTH,
+        first_k_dense_replace=1,
+        norm_topk_prob=True,
+        routed_scaling_factor=1.5,
+        scoring_func="noaux_tc",
+        n_group=1,
+        topk_group=1,
+        tie_word_embeddings=False,
+    ),
     # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
     "deepseek": lambda: _generic(
         "deepseek",

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The mixture-of-experts families llama.cpp reads with the common tensor names: Qwen 2 and 3 MoE, OLMoE,
-DeepSeek (v1), ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss and Llama 4's language model, each with the expert keys and the routing
+DeepSeek (v1), dots.llm1, ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss and Llama 4's language model, each with the expert keys and the routing
 settings its graph fixes."""
 
 from __future__ import annotations
@@ -145,6 +145,39 @@ class DeepSeek(Converter):
         writer.add_expert_weights_scale(1.0)
 
 
+class Dots1(Converter):
+    """dots.llm1: sigmoid-scored experts picked with a selection bias, weighed by the unbiased scores (normalized, then
+    scaled), beside shared experts, after dense leading layers; per-head query/key norms."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        groups = int(config.get("n_group") or 1)
+        if groups > 1 and int(config.get("topk_group") or 1) < groups:
+            raise UnsupportedModel(
+                "dots1 choosing experts within topk_group of n_group groups: llama.cpp's dots1 reads no groups"
+            )
+        for key in ("attention_bias", "mlp_bias"):
+            if config.get(key):
+                raise UnsupportedModel(f"dots1 with {key}=True: llama.cpp's dots1 reads no such biases")
+        if config.get("num_key_value_heads") not in (None, config["num_attention_heads"]):
+            raise UnsupportedModel(
+                "dots1 with fewer key/value heads than query heads: llama.cpp's dots1 sizes keys and values by the "
+                "query heads"
+            )
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        super().write_keys(writer, config, family)
+        writer.add_expert_count(int(config["n_routed_experts"]))
+        writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_count(int(config["n_shared_experts"]))
+        writer.add_leading_dense_block_count(int(config["first_k_dense_replace"]))
+        writer.add_expert_weights_scale(float(config["routed_scaling_factor"]))
+        writer.add_expert_weights_norm(bool(config["norm_topk_prob"]))
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)  # mlx_lm's dots1 scores by sigmoid
+
+
 class MiniMaxM2(Converter):
     """MiniMax-M2 (mlx_lm's minimax): sigmoid-scored experts picked with a selection bias and renormalized, query and
     key norms over all heads at once, a rope over `rotary_dim` of each head."""
@@ -232,6 +265,7 @@ CONVERTERS = {
     "deepseek": DeepSeek(Family("deepseek", permute_rotary=True)),
     "ernie4_5": Ernie45(Family("ernie4_5")),
     "ernie4_5_moe": Ernie45Moe(Family("ernie4_5-moe", key="ERNIE4_5_MOE")),
+    "dots1": Dots1(Family("dots1")),
     "glm4_moe": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),
     "solar_open": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),  # Solar Open: GLM-4.5's model in mlx_lm and llama.cpp
     "minimax_m2": MiniMaxM2(Family("minimax-m2", key="MINIMAXM2")),
