@@ -447,6 +447,25 @@ UNTRAINED_FAMILIES = {
         topk_group=1,
         tie_word_embeddings=False,
     ),
+    # StarCoder 1 (gpt_bigcode): GPT-2's keys, learned positions, multi-query attention, a GELU MLP, biases.
+    "gpt_bigcode": lambda: {
+        "model_type": "gpt_bigcode",
+        "architectures": ["GPTBigCodeForCausalLM"],
+        "vocab_size": VOCAB_SIZE,
+        "n_embd": WIDTH,
+        "n_layer": 2,
+        "n_head": 4,
+        "n_inner": 4 * WIDTH,
+        "n_positions": 256,
+        "layer_norm_epsilon": 1e-5,
+        "multi_query": True,
+        "activation_function": "gelu_pytorch_tanh",
+        "tie_word_embeddings": False,
+        "eos_token_id": 1,
+        "pad_token_id": 0,
+        "bos_token_id": None,
+        "torch_dtype": "float32",
+    },
     # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
     "deepseek": lambda: _generic(
         "deepseek",

@@ -56,9 +56,10 @@ def family_for(config: Dict[str, Any]) -> Family:
     return converter.family_for(config)
 
 
-def with_layer_count(config: Dict[str, Any]) -> Dict[str, Any]:
-    """The config with `num_hidden_layers` as mlx_lm builds the model, which every later step reads."""
-    return _converter(config).with_layer_count(config)
+def with_common_keys(config: Dict[str, Any]) -> Dict[str, Any]:
+    """The config with the keys the common path reads (`num_hidden_layers`, `hidden_size`, ...) as mlx_lm builds the
+    model; every later step reads this one."""
+    return _converter(config).with_common_keys(config)
 
 
 def embedding_weight(config: Dict[str, Any]) -> str:

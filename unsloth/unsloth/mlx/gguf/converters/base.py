@@ -36,8 +36,9 @@ class Converter:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.family.architecture!r})"
 
-    def with_layer_count(self, config: Dict[str, Any]) -> Dict[str, Any]:
-        """The config with `num_hidden_layers` as mlx_lm builds the model, for families that count layers otherwise."""
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        """The config with the keys the common path reads (`num_hidden_layers`, `hidden_size`, ...) as mlx_lm builds the
+        model, for families that name or count them otherwise."""
         return config
 
     def family_for(self, config: Dict[str, Any]) -> Family:

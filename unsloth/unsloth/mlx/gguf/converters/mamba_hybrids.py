@@ -55,7 +55,7 @@ def pattern(config: Dict[str, Any]) -> List[str]:
     return list(_mlx_args(config).hybrid_override_pattern)
 
 
-def with_layer_count(config: Dict[str, Any]) -> Dict[str, Any]:
+def with_common_keys(config: Dict[str, Any]) -> Dict[str, Any]:
     """Nemotron-H's config with the layer count mlx_lm builds (one per pattern entry, whatever num_hidden_layers
     says)."""
     return {**config, "num_hidden_layers": len(pattern(config))}
@@ -241,8 +241,8 @@ class MambaHybrid(Converter):
 class NemotronH(MambaHybrid):
     embedding_weight = "backbone.embeddings.weight"
 
-    def with_layer_count(self, config: Dict[str, Any]) -> Dict[str, Any]:
-        return with_layer_count(config)
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        return with_common_keys(config)
 
     def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
         return kv_head_counts(config)

@@ -282,11 +282,35 @@ class Exaone(Converter):
             if config.get(key):
                 raise UnsupportedModel(f"exaone with {key}=True: llama.cpp's exaone reads no such biases")
 
-    def with_layer_count(self, config: Dict[str, Any]) -> Dict[str, Any]:
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
         return {**config, "num_hidden_layers": int(config.get("num_hidden_layers") or config["num_layers"])}
 
     def rms_norm_eps(self, config: Dict[str, Any]) -> float:
         return float(config["layer_norm_epsilon"])
+
+
+class GPTBigCode(Converter):
+    """StarCoder 1 / SantaCoder (gpt_bigcode) as llama.cpp's starcoder: GPT-2's names and keys, learned positions, one
+    fused query/key/value (multi-query: one key/value head) kept whole, LayerNorm and biases throughout."""
+
+    embedding_weight = "transformer.wte.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for key in ("attention_bias", "mlp_bias"):
+            if not config.get(key, True):
+                raise UnsupportedModel(f"gpt_bigcode with {key}=False: llama.cpp's starcoder requires the biases")
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        width, heads = int(config["n_embd"]), int(config["n_head"])
+        return {
+            **config,
+            "hidden_size": width,
+            "num_hidden_layers": int(config["n_layer"]),
+            "num_attention_heads": heads,
+            "num_key_value_heads": 1 if config.get("multi_query", True) else heads,  # as mlx_lm reads it
+            "intermediate_size": int(config.get("n_inner") or 4 * width),
+            "max_position_embeddings": int(config["n_positions"]),  # the rows of the position table
+        }
 
 
 class Xverse(Converter):
@@ -335,6 +359,7 @@ CONVERTERS = {
     "iquestcoder": Converter(Family("llama", permute_rotary=True, yarn=True)),  # mlx_lm runs it as llama
     "nemotron": Nemotron(Family("nemotron", norm_offset=1.0, output_required=True)),
     "exaone": Exaone(Family("exaone")),
+    "gpt_bigcode": GPTBigCode(Family("starcoder")),
     "xverse": Xverse(Family("xverse", permute_rotary=True, output_required=True)),
     "ministral3": Ministral3(Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True)),
 }
