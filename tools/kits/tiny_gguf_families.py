@@ -466,6 +466,15 @@ UNTRAINED_FAMILIES = {
         "bos_token_id": None,
         "torch_dtype": "float32",
     },
+    # GPT-2: the same keys, every head its own key/value head, a tied head.
+    "gpt2": lambda: {
+        **{key: value for key, value in UNTRAINED_FAMILIES["gpt_bigcode"]().items() if key != "multi_query"},
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "n_ctx": 256,
+        "activation_function": "gelu_new",
+        "tie_word_embeddings": True,
+    },
     # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
     "deepseek": lambda: _generic(
         "deepseek",

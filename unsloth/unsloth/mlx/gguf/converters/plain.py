@@ -313,6 +313,24 @@ class GPTBigCode(Converter):
         }
 
 
+class GPT2(GPTBigCode):
+    """GPT-2: StarCoder's layout with every head its own key/value head, a 4x MLP and a tied head; mlx_lm keeps its
+    weights under `model.` where the name map knows `transformer.`."""
+
+    embedding_weight = "model.wte.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        """mlx_lm's gpt2 always has its biases."""
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        common = super().with_common_keys(config)
+        width = int(config["n_embd"])
+        return {**common, "num_key_value_heads": common["num_attention_heads"], "intermediate_size": 4 * width}
+
+    def prepare_weights(self, weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        return {"transformer." + name.removeprefix("model."): value for name, value in weights.items()}
+
+
 class Xverse(Converter):
     """XVERSE, which mlx_lm runs as llama: llama.cpp's xverse reads llama's layers without biases or rope scaling."""
 
@@ -360,6 +378,7 @@ CONVERTERS = {
     "nemotron": Nemotron(Family("nemotron", norm_offset=1.0, output_required=True)),
     "exaone": Exaone(Family("exaone")),
     "gpt_bigcode": GPTBigCode(Family("starcoder")),
+    "gpt2": GPT2(Family("gpt2")),
     "xverse": Xverse(Family("xverse", permute_rotary=True, output_required=True)),
     "ministral3": Ministral3(Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True)),
 }
