@@ -343,17 +343,6 @@ def llama4_config() -> dict:
 
 
 # Families checked untrained in f32 against llama.cpp (tests/mlx_api/with_llama_cpp/test_gguf_untrained_families_...).
-def kimi_k2_config() -> dict:
-    """Kimi K2: DeepSeek V3's layout under its own model_type, with one expert group as Kimi K2 has (DeepSeek V3's
-    groups need a selection bias to stand apart untrained: `test_gguf_mla_llama_cpp.py` checks them). Built here, not in
-    `tiny_gguf_mla`, which imports this module."""
-    from tools.kits.tiny_gguf_mla import deepseek_v3_config
-
-    config = {**deepseek_v3_config(), "model_type": "kimi_k2", "n_group": 1, "topk_group": 1}
-    config.pop("rope_scaling", None)  # transformers warns on it for a type it reads with its generic config
-    return config
-
-
 UNTRAINED_FAMILIES = {
     # GLM-4 (glm-4-9b-chat-hf): fused gate and up rows, query/key/value biases, whole heads rotated in adjacent pairs.
     "glm": lambda: _generic("glm", "GlmForCausalLM", head_dim=64, attention_bias=True, tie_word_embeddings=False),
@@ -419,9 +408,6 @@ UNTRAINED_FAMILIES = {
         "activation_function": "silu",
         "tie_word_embeddings": False,
     },
-    # Kimi K2 and JoyAI-LLM-Flash, which mlx_lm runs as DeepSeek V3: latent attention, sigmoid experts beside a shared one.
-    "kimi_k2": kimi_k2_config,
-    "joyai_llm_flash": lambda: {**kimi_k2_config(), "model_type": "joyai_llm_flash"},
     # Solar Open: GLM-4.5's layout (mlx_lm's glm4_moe model, llama.cpp's glm4moe) under its own model_type.
     "solar_open": lambda: {
         **{key: value for key, value in GENERIC_FAMILIES["glm4_moe"]().items() if key != "rope_scaling"},
