@@ -461,6 +461,20 @@ UNTRAINED_FAMILIES = {
         "activation_function": "gelu_new",
         "tie_word_embeddings": True,
     },
+    # Ling (bailing_moe): softmax top-2 of four experts (normalized, scaled) beside a shared one in every layer, one
+    # fused query_key_value with grouped heads.
+    "bailing_moe": lambda: _generic(
+        "bailing_moe",
+        "BailingMoeForCausalLM",
+        num_experts=4,
+        num_shared_experts=1,
+        num_experts_per_tok=2,
+        moe_intermediate_size=WIDTH,
+        first_k_dense_replace=0,
+        norm_topk_prob=True,
+        routed_scaling_factor=1.5,
+        tie_word_embeddings=False,
+    ),
     # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
     "deepseek": lambda: _generic(
         "deepseek",
