@@ -475,6 +475,25 @@ UNTRAINED_FAMILIES = {
         routed_scaling_factor=1.5,
         tie_word_embeddings=False,
     ),
+    # Mamba (1): selective-scan blocks only, a tied head.
+    "mamba": lambda: {
+        "model_type": "mamba",
+        "architectures": ["MambaForCausalLM"],
+        "vocab_size": VOCAB_SIZE,
+        "hidden_size": WIDTH,
+        "intermediate_size": 2 * WIDTH,
+        "state_size": 16,
+        "num_hidden_layers": 2,
+        "conv_kernel": 4,
+        "use_bias": False,
+        "use_conv_bias": True,
+        "time_step_rank": 16,
+        "tie_word_embeddings": True,
+        "eos_token_id": 1,
+        "pad_token_id": 0,
+        "bos_token_id": None,
+        "torch_dtype": "float32",
+    },
     # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
     "deepseek": lambda: _generic(
         "deepseek",

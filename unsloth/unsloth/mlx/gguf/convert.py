@@ -84,7 +84,7 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
     converter = _converter(config)
     family = family_for(config)
     names = converter.tensor_names(family, config)
-    heads, kv_heads = int(config["num_attention_heads"]), int(config.get("num_key_value_heads") or 0)
+    heads, kv_heads = int(config.get("num_attention_heads") or 0), int(config.get("num_key_value_heads") or 0)
     tensors: Dict[str, np.ndarray] = {}
     weights = converter.prepare_weights(weights, config)
     pieces = (
