@@ -368,6 +368,144 @@ UNTRAINED_FAMILIES = {
         tie_word_embeddings=False,
     ),
     "llama4": llama4_config,
+    # MiniCPM: the embedding, each residual branch and the logits scaled away from 1 and from llama.cpp's defaults.
+    "minicpm": lambda: _generic(
+        "minicpm", "MiniCPMForCausalLM", scale_emb=2.0, scale_depth=2.5, dim_model_base=64, tie_word_embeddings=False
+    ),
+    # InternLM2: a fused wqkv grouping two query heads with each key/value head.
+    "internlm2": lambda: _generic("internlm2", "InternLM2ForCausalLM", bias=False, tie_word_embeddings=False),
+    # GPT-NeoX (Pythia): head-by-head fused query/key/value with biases, a quarter of each head rotated, parallel
+    # residuals.
+    "gpt_neox": lambda: _generic(
+        "gpt_neox",
+        "GPTNeoXForCausalLM",
+        num_key_value_heads=4,
+        intermediate_size=4 * WIDTH,
+        rotary_pct=0.25,
+        rotary_emb_base=10000,
+        layer_norm_eps=1e-5,
+        use_parallel_residual=True,
+    ),
+    # IQuest-Coder and XVERSE, which mlx_lm runs as llama: grouped heads, a separate head, llama's rotary row order.
+    "iquestcoder": lambda: _generic("iquestcoder", "IQuestCoderForCausalLM", tie_word_embeddings=False),
+    "xverse": lambda: _generic("xverse", "XverseForCausalLM", tie_word_embeddings=False),
+    # Nemotron: LayerNorm of 1 + weight with biases, a squared-ReLU MLP with biases, a quarter of each head rotated.
+    "nemotron": lambda: _generic(
+        "nemotron",
+        "NemotronForCausalLM",
+        hidden_act="relu2",
+        norm_eps=1e-5,
+        partial_rotary_factor=0.25,
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=False,
+    ),
+    # EXAONE 3.5: GPT-2's names and layer count key, RMS norms, a separate head.
+    "exaone": lambda: {
+        **{key: value for key, value in _generic("exaone", "ExaoneForCausalLM").items() if key != "num_hidden_layers"},
+        "num_layers": 2,
+        "layer_norm_epsilon": 1e-5,
+        "activation_function": "silu",
+        "tie_word_embeddings": False,
+    },
+    # Solar Open: GLM-4.5's layout (mlx_lm's glm4_moe model, llama.cpp's glm4moe) under its own model_type.
+    "solar_open": lambda: {
+        **{key: value for key, value in GENERIC_FAMILIES["glm4_moe"]().items() if key != "rope_scaling"},
+        "model_type": "solar_open",
+        "architectures": ["SolarOpenForCausalLM"],
+    },
+    # dots.llm1: a dense first layer, then sigmoid top-2 of four experts (biased selection, normalized and scaled
+    # weights) beside a shared one; per-head query/key norms, no grouped heads (as llama.cpp's dots1 sizes them).
+    "dots1": lambda: _generic(
+        "dots1",
+        "Dots1ForCausalLM",
+        head_dim=64,
+        num_key_value_heads=4,
+        n_routed_experts=4,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        moe_intermediate_size=WIDTH,
+        first_k_dense_replace=1,
+        norm_topk_prob=True,
+        routed_scaling_factor=1.5,
+        scoring_func="noaux_tc",
+        n_group=1,
+        topk_group=1,
+        tie_word_embeddings=False,
+    ),
+    # StarCoder 1 (gpt_bigcode): GPT-2's keys, learned positions, multi-query attention, a GELU MLP, biases.
+    "gpt_bigcode": lambda: {
+        "model_type": "gpt_bigcode",
+        "architectures": ["GPTBigCodeForCausalLM"],
+        "vocab_size": VOCAB_SIZE,
+        "n_embd": WIDTH,
+        "n_layer": 2,
+        "n_head": 4,
+        "n_inner": 4 * WIDTH,
+        "n_positions": 256,
+        "layer_norm_epsilon": 1e-5,
+        "multi_query": True,
+        "activation_function": "gelu_pytorch_tanh",
+        "tie_word_embeddings": False,
+        "eos_token_id": 1,
+        "pad_token_id": 0,
+        "bos_token_id": None,
+        "torch_dtype": "float32",
+    },
+    # GPT-2: the same keys, every head its own key/value head, a tied head.
+    "gpt2": lambda: {
+        **{key: value for key, value in UNTRAINED_FAMILIES["gpt_bigcode"]().items() if key != "multi_query"},
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "n_ctx": 256,
+        "activation_function": "gelu_new",
+        "tie_word_embeddings": True,
+    },
+    # Ling (bailing_moe): softmax top-2 of four experts (normalized, scaled) beside a shared one in every layer, one
+    # fused query_key_value with grouped heads.
+    "bailing_moe": lambda: _generic(
+        "bailing_moe",
+        "BailingMoeForCausalLM",
+        num_experts=4,
+        num_shared_experts=1,
+        num_experts_per_tok=2,
+        moe_intermediate_size=WIDTH,
+        first_k_dense_replace=0,
+        norm_topk_prob=True,
+        routed_scaling_factor=1.5,
+        tie_word_embeddings=False,
+    ),
+    # Mamba (1): selective-scan blocks only, a tied head.
+    "mamba": lambda: {
+        "model_type": "mamba",
+        "architectures": ["MambaForCausalLM"],
+        "vocab_size": VOCAB_SIZE,
+        "hidden_size": WIDTH,
+        "intermediate_size": 2 * WIDTH,
+        "state_size": 16,
+        "num_hidden_layers": 2,
+        "conv_kernel": 4,
+        "use_bias": False,
+        "use_conv_bias": True,
+        "time_step_rank": 16,
+        "tie_word_embeddings": True,
+        "eos_token_id": 1,
+        "pad_token_id": 0,
+        "bos_token_id": None,
+        "torch_dtype": "float32",
+    },
+    # DeepSeek (v1): a dense first layer, then softmax top-2 of four experts beside a shared one.
+    "deepseek": lambda: _generic(
+        "deepseek",
+        "DeepseekForCausalLM",
+        n_routed_experts=4,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        moe_intermediate_size=WIDTH,
+        first_k_dense_replace=1,
+        moe_layer_freq=1,
+        tie_word_embeddings=False,
+    ),
 }
 
 
@@ -482,3 +620,18 @@ def bias_expert_selection(folder: Path, seed: int) -> None:
     for name in biases:
         weights[name] = mx.array(rng.normal(0.0, 0.5, weights[name].shape).astype(np.float32))
     mx.save_safetensors(str(path), weights, metadata={"format": "mlx"})
+
+
+def spread_zero_routers(folder: Path, seed: int) -> None:
+    """Give the routers mlx_lm starts at zero (DeepSeek's `MoEGate`) random rows, so that which experts a token picks
+    depends on the router as exported, not on how two libraries break a tie."""
+    import mlx.core as mx
+
+    path = folder / "model.safetensors"
+    weights = mx.load(str(path))
+    rng = np.random.default_rng(seed)
+    zero = [name for name, value in weights.items() if name.endswith(".mlp.gate.weight") and not mx.any(value).item()]
+    for name in zero:
+        weights[name] = mx.array(rng.normal(0.0, 0.5, weights[name].shape).astype(np.float32))
+    if zero:
+        mx.save_safetensors(str(path), weights, metadata={"format": "mlx"})

@@ -85,6 +85,22 @@ def deepseek_v2_config() -> dict:
     }
 
 
+def kimi_k2_config() -> dict:
+    """Kimi K2: DeepSeek V3's layout under its own model_type, with one expert group as Kimi K2 has (DeepSeek V3's
+    groups need a selection bias to stand apart untrained: `test_llama_cpp_chooses_experts_within_groups_...`)."""
+    config = {**deepseek_v3_config(), "model_type": "kimi_k2", "n_group": 1, "topk_group": 1}
+    config.pop("rope_scaling", None)  # transformers warns on it for a type it reads with its generic config
+    return config
+
+
+# Types mlx_lm runs as DeepSeek V3 (its MODEL_REMAPPING), for the untrained f32 llama.cpp check beside
+# `tiny_gguf_families.UNTRAINED_FAMILIES`: latent attention, sigmoid experts beside a shared one.
+UNTRAINED_MLA_FAMILIES = {
+    "kimi_k2": kimi_k2_config,
+    "joyai_llm_flash": lambda: {**kimi_k2_config(), "model_type": "joyai_llm_flash"},
+}
+
+
 # The projections LoRA may target in mlx_lm's latent attention (the per-head latent matrices are not Linear layers).
 _SHARED_TARGETS = ("kv_a_proj_with_mqa", "o_proj", "gate_proj", "up_proj", "down_proj")
 MLA_FAMILIES = {

@@ -56,6 +56,17 @@ def family_for(config: Dict[str, Any]) -> Family:
     return converter.family_for(config)
 
 
+def with_common_keys(config: Dict[str, Any]) -> Dict[str, Any]:
+    """The config with the keys the common path reads (`num_hidden_layers`, `hidden_size`, ...) as mlx_lm builds the
+    model; every later step reads this one."""
+    return _converter(config).with_common_keys(config)
+
+
+def embedding_weight(config: Dict[str, Any]) -> str:
+    """The token embedding's name in mlx_lm's model of this config."""
+    return _converter(config).embedding_weight
+
+
 def rope_base(config: Dict[str, Any], local: bool = False) -> float:
     """The rotary base of the global layers, or with `local=True` of Gemma 3's local ones."""
     converter = converter_for(str(config.get("model_type")))
@@ -73,7 +84,7 @@ def gguf_tensors(weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict
     converter = _converter(config)
     family = family_for(config)
     names = converter.tensor_names(family, config)
-    heads, kv_heads = int(config["num_attention_heads"]), int(config.get("num_key_value_heads") or 0)
+    heads, kv_heads = int(config.get("num_attention_heads") or 0), int(config.get("num_key_value_heads") or 0)
     tensors: Dict[str, np.ndarray] = {}
     weights = converter.prepare_weights(weights, config)
     pieces = (

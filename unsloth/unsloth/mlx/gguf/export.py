@@ -17,9 +17,8 @@ from typing import Any, Dict, List
 import mlx.core as mx
 import numpy as np
 
-from .convert import family_for, gguf_tensors, write_gguf
+from .convert import embedding_weight, family_for, gguf_tensors, with_common_keys, write_gguf
 from .families import unwrap_text_model
-from .converters.mamba_hybrids import embedding_name, with_layer_count
 from .file_types import (
     UNIFORM_TYPES,
     available_methods,
@@ -78,8 +77,8 @@ def write_files(
     """Write `unsloth.<TYPE>.gguf` for each requested method (and the tokenizer and config they are built from)
     into `save_directory`; the paths in the order asked. The Modelfile names the first file, or `modelfile_location`."""
     config, weights = unwrap_text_model(source, weights)
-    config = with_layer_count(config)
-    embeddings = weights[embedding_name(config)]
+    config = with_common_keys(config)
+    embeddings = weights[embedding_weight(config)]
     own_float = _OWN_DTYPE_METHODS.get(embeddings.dtype, "f32")
     methods = list(dict.fromkeys(resolve_method(method, own_float) for method in requested))
     folder = Path(save_directory)

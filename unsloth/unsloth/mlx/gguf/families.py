@@ -100,6 +100,8 @@ def unwrap_text_model(config: Dict[str, Any], weights: Optional[Dict[str, Any]] 
 # Why a type llama.cpp loads is still refused, where more is known than "no converter here yet".
 NOTES: Dict[str, str] = {
     "gemma3": "a vision-language config: export its language model saved as gemma3_text",
+    "falcon_mamba": "mlx_lm runs it as mamba with its time step, B and C normed with mixer_rms_eps (1e-6 by default), "
+    "llama.cpp's mamba with the layers' epsilon (1e-5 in mlx_lm's norms), so every block would scan other values",
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
     "llama4_text": "mlx_lm's llama4_text is a dense model, and llama.cpp's llama4 refuses a model without experts: Llama 4 "
     "itself (the llama4 wrapper, its experts included) is exported",

@@ -28,12 +28,18 @@ class Converter:
     """How one model type becomes llama.cpp's architecture; every hook defaults to the common path."""
 
     yarn_refusal = ""  # why YaRN is refused for this family, where more is known than "not checked here"
+    embedding_weight = "model.embed_tokens.weight"  # the token embedding's name in mlx_lm's model
 
     def __init__(self, family: Family) -> None:
         self.family = family
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.family.architecture!r})"
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        """The config with the keys the common path reads (`num_hidden_layers`, `hidden_size`, ...) as mlx_lm builds the
+        model, for families that name or count them otherwise."""
+        return config
 
     def family_for(self, config: Dict[str, Any]) -> Family:
         """The architecture written for this config (a family whose settings pick between two overrides it)."""

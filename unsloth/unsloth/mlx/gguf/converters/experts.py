@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The mixture-of-experts families llama.cpp reads with the common tensor names: Qwen 2 and 3 MoE, OLMoE,
-ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss and Llama 4's language model, each with the expert keys and the routing
+DeepSeek (v1), dots.llm1, Ling (bailing_moe), ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss and Llama 4's language model, each with the expert keys and the routing
 settings its graph fixes."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from ..families import Family, UnsupportedModel
 from .architectures import Piece, blk
-from .base import Converter, head_dim
+from .base import Converter, head_dim, interleave_rotary_rows
 
 
 class Qwen3Moe(Converter):
@@ -117,6 +117,131 @@ class Glm4Moe(Converter):
         writer.add_expert_weights_norm(bool(config.get("norm_topk_prob")))
 
 
+class DeepSeek(Converter):
+    """DeepSeek (v1, DeepSeekMoE): softmax top-k experts, never renormalized, beside shared experts, after
+    `first_k_dense_replace` dense layers; llama's interleaved rotary rows."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if not config.get("n_routed_experts"):
+            raise UnsupportedModel("deepseek without routed experts: llama.cpp's deepseek requires them")
+        if not config.get("n_shared_experts"):
+            raise UnsupportedModel("deepseek without shared experts: llama.cpp's deepseek requires them")
+        if int(config.get("moe_layer_freq") or 1) != 1:
+            raise UnsupportedModel(
+                "deepseek with moe_layer_freq other than 1: llama.cpp's deepseek reads only leading dense layers"
+            )
+        if config.get("attention_bias"):
+            raise UnsupportedModel("deepseek with attention_bias=True: llama.cpp's deepseek reads no attention biases")
+        if config.get("head_dim") not in (None, int(config["hidden_size"]) // int(config["num_attention_heads"])):
+            raise UnsupportedModel("deepseek with a head_dim other than hidden_size / heads: mlx_lm ignores it")
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_count(int(config["n_routed_experts"]))
+        writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_count(int(config["n_shared_experts"]))
+        writer.add_leading_dense_block_count(int(config.get("first_k_dense_replace") or 0))
+        writer.add_expert_weights_scale(1.0)
+
+
+class Dots1(Converter):
+    """dots.llm1: sigmoid-scored experts picked with a selection bias, weighed by the unbiased scores (normalized, then
+    scaled), beside shared experts, after dense leading layers; per-head query/key norms."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        groups = int(config.get("n_group") or 1)
+        if groups > 1 and int(config.get("topk_group") or 1) < groups:
+            raise UnsupportedModel(
+                "dots1 choosing experts within topk_group of n_group groups: llama.cpp's dots1 reads no groups"
+            )
+        for key in ("attention_bias", "mlp_bias"):
+            if config.get(key):
+                raise UnsupportedModel(f"dots1 with {key}=True: llama.cpp's dots1 reads no such biases")
+        if config.get("num_key_value_heads") not in (None, config["num_attention_heads"]):
+            raise UnsupportedModel(
+                "dots1 with fewer key/value heads than query heads: llama.cpp's dots1 sizes keys and values by the "
+                "query heads"
+            )
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        super().write_keys(writer, config, family)
+        writer.add_expert_count(int(config["n_routed_experts"]))
+        writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_count(int(config["n_shared_experts"]))
+        writer.add_leading_dense_block_count(int(config["first_k_dense_replace"]))
+        writer.add_expert_weights_scale(float(config["routed_scaling_factor"]))
+        writer.add_expert_weights_norm(bool(config["norm_topk_prob"]))
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)  # mlx_lm's dots1 scores by sigmoid
+
+
+# Ling settings mlx_lm can run and llama.cpp's bailingmoe graph cannot, with the value that graph fixes.
+_BAILING_FIXED = {
+    "score_function": "softmax",
+    "moe_router_enable_expert_bias": False,
+    "use_qk_norm": False,
+    "use_bias": False,
+    "use_qkv_bias": False,
+    "first_k_dense_replace": 0,
+    "moe_router_enable_shared_expert": True,
+}
+
+
+class BailingMoe(Converter):
+    """Ling (bailing_moe v1): softmax experts in every layer beside shared ones, one query_key_value split into
+    llama.cpp's attn_q / attn_k / attn_v with the query and key rows interleaved per head."""
+
+    embedding_weight = "model.word_embeddings.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for key, fixed in _BAILING_FIXED.items():
+            if config.get(key, fixed) != fixed:
+                raise UnsupportedModel(
+                    f"bailing_moe with {key}={config[key]!r}: llama.cpp's bailingmoe graph runs only {fixed!r}"
+                )
+        if not int(config.get("num_shared_experts") or 0):
+            raise UnsupportedModel("bailing_moe without shared experts: llama.cpp's bailingmoe requires them")
+        if config.get("moe_shared_expert_intermediate_size") not in (None, config["moe_intermediate_size"]):
+            raise UnsupportedModel(
+                "bailing_moe with moe_shared_expert_intermediate_size apart from moe_intermediate_size: llama.cpp "
+                "sizes the shared experts by the routed ones"
+            )
+        groups = int(config.get("n_group") or 1)
+        if groups > 1 and int(config.get("topk_group") or 4) < groups:
+            raise UnsupportedModel("bailing_moe choosing experts within groups: llama.cpp's bailingmoe reads none")
+        rotated = config.get("rotary_dim") or int(head_dim(config) * float(config.get("partial_rotary_factor") or 1.0))
+        if rotated != head_dim(config):
+            raise UnsupportedModel("bailing_moe rotating part of each head: llama.cpp's bailingmoe rotates all of it")
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".attention.dense.weight"):
+            return [(blk(name, "attn_output.weight"), data, True)]
+        if name.endswith(".mlp.gate.gate_proj.weight"):
+            return [(blk(name, "ffn_gate_inp.weight"), data, True)]
+        if not name.endswith(".attention.query_key_value.weight"):
+            return super().split_weight(name, data, config)
+        heads = int(config["num_attention_heads"])
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        query, key, value = np.split(data, [heads * head_dim(config), (heads + kv_heads) * head_dim(config)])
+        return [
+            (blk(name, "attn_q.weight"), interleave_rotary_rows(query, heads), True),
+            (blk(name, "attn_k.weight"), interleave_rotary_rows(key, kv_heads), True),
+            (blk(name, "attn_v.weight"), value, True),
+        ]
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        scaled = config.get("moe_router_enable_routed_scaling", True)
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_count(int(config["num_shared_experts"]))
+        writer.add_leading_dense_block_count(0)
+        writer.add_expert_weights_scale(float(config.get("routed_scaling_factor") or 1.0) if scaled else 1.0)
+        writer.add_expert_weights_norm(bool(config["norm_topk_prob"]))
+
+
 class MiniMaxM2(Converter):
     """MiniMax-M2 (mlx_lm's minimax): sigmoid-scored experts picked with a selection bias and renormalized, query and
     key norms over all heads at once, a rope over `rotary_dim` of each head."""
@@ -201,9 +326,13 @@ CONVERTERS = {
     "qwen3_moe": Qwen3Moe(Family("qwen3moe")),
     "qwen2_moe": Qwen2Moe(Family("qwen2moe")),
     "olmoe": Olmoe(Family("olmoe", output_required=True)),
+    "deepseek": DeepSeek(Family("deepseek", permute_rotary=True)),
     "ernie4_5": Ernie45(Family("ernie4_5")),
     "ernie4_5_moe": Ernie45Moe(Family("ernie4_5-moe", key="ERNIE4_5_MOE")),
+    "bailing_moe": BailingMoe(Family("bailingmoe", output_required=True)),
+    "dots1": Dots1(Family("dots1")),
     "glm4_moe": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),
+    "solar_open": Glm4Moe(Family("glm4moe", key="GLM4_MOE")),  # Solar Open: GLM-4.5's model in mlx_lm and llama.cpp
     "minimax_m2": MiniMaxM2(Family("minimax-m2", key="MINIMAXM2")),
     "gpt_oss": GptOss(Family("gpt-oss", key="GPT_OSS", yarn=True)),
     # The language model of mlx_lm's llama4 wrapper, told apart from mlx_lm's dense llama4_text (see families.py).

@@ -18,8 +18,15 @@ import numpy as np
 from ..families import Family
 from .base import Converter, refusing
 
-# The model types written this way: each one's mlx_lm routing, as llama.cpp's gating function names it.
-LATENT_TYPES = {"glm4_moe_lite": "sigmoid", "deepseek_v3": "sigmoid", "deepseek_v2": "softmax"}
+# The model types written this way: each one's mlx_lm routing, as llama.cpp's gating function names it (Kimi K2 and
+# JoyAI-LLM-Flash are DeepSeek V3 to mlx_lm, by its MODEL_REMAPPING).
+LATENT_TYPES = {
+    "glm4_moe_lite": "sigmoid",
+    "deepseek_v3": "sigmoid",
+    "deepseek_v2": "softmax",
+    "kimi_k2": "sigmoid",
+    "joyai_llm_flash": "sigmoid",
+}
 # mlx_lm's per-head latent matrices, (heads, out, in) as llama.cpp's (in, out, heads) reads them.
 _PER_HEAD = {"embed_q": "attn_k_b", "unembed_out": "attn_v_b"}
 _LAYER_TENSOR = re.compile(r"^model\.layers\.(\d+)\.self_attn\.(embed_q|unembed_out|kv_b_proj)\.weight$")
@@ -30,11 +37,16 @@ class LatentAttentionUnsupported(NotImplementedError):
 
 
 def as_mlx_lm_reads(config: Dict[str, Any]) -> Dict[str, Any]:
-    """The config with mlx_lm's `ModelArgs` defaults for the keys it leaves out, as the trained model ran."""
+    """The config with mlx_lm's `ModelArgs` defaults for the keys it leaves out, as the trained model ran, under the
+    model type mlx_lm runs it as."""
     import dataclasses
     import importlib
 
-    arguments = importlib.import_module(f"mlx_lm.models.{config['model_type']}").ModelArgs
+    from mlx_lm.utils import MODEL_REMAPPING
+
+    model_type = MODEL_REMAPPING.get(config["model_type"], config["model_type"])
+    config = {**config, "model_type": model_type}
+    arguments = importlib.import_module(f"mlx_lm.models.{model_type}").ModelArgs
     defaults = {field.name: field.default for field in dataclasses.fields(arguments)}
     return {**{key: value for key, value in defaults.items() if value is not dataclasses.MISSING}, **config}
 

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Falcon-H1 and Nemotron-H (Mamba 2 hybrids) as llama.cpp's falcon-h1, nemotron_h and nemotron_h_moe.
+"""Falcon-H1 and Nemotron-H (Mamba 2 hybrids) as llama.cpp's falcon-h1, nemotron_h and nemotron_h_moe; Mamba (1)
+alone as llama.cpp's mamba.
 
 Falcon-H1 runs a Mamba 2 mixer beside attention in every block; Nemotron-H gives each block one mixer, Mamba 2,
 attention (no rotary embeddings), a relu² MLP or sigmoid-routed experts, as its `hybrid_override_pattern` says.
@@ -18,7 +19,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from ..families import Family
+from ..families import Family, UnsupportedModel
 from .base import Converter, refusing
 
 NEMOTRON_H_MOE = Family("nemotron_h_moe", key="NEMOTRON_H_MOE")
@@ -50,21 +51,14 @@ def _mlx_args(config: Dict[str, Any]) -> Any:
     return module.ModelArgs.from_dict(config)
 
 
-def embedding_name(config: Dict[str, Any]) -> str:
-    """The token embedding's weight name in mlx_lm's model."""
-    return "backbone.embeddings.weight" if config.get("model_type") == "nemotron_h" else "model.embed_tokens.weight"
-
-
 def pattern(config: Dict[str, Any]) -> List[str]:
     """Nemotron-H's block kinds, one character each (M Mamba 2, * attention, - MLP, E experts), as mlx_lm reads them."""
     return list(_mlx_args(config).hybrid_override_pattern)
 
 
-def with_layer_count(config: Dict[str, Any]) -> Dict[str, Any]:
+def with_common_keys(config: Dict[str, Any]) -> Dict[str, Any]:
     """Nemotron-H's config with the layer count mlx_lm builds (one per pattern entry, whatever num_hidden_layers
-    says); any other config as it is."""
-    if config.get("model_type") != "nemotron_h":
-        return config
+    says)."""
     return {**config, "num_hidden_layers": len(pattern(config))}
 
 
@@ -246,6 +240,11 @@ class MambaHybrid(Converter):
 
 
 class NemotronH(MambaHybrid):
+    embedding_weight = "backbone.embeddings.weight"
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        return with_common_keys(config)
+
     def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
         return kv_head_counts(config)
 
@@ -253,8 +252,53 @@ class NemotronH(MambaHybrid):
         return feed_forward_lengths(config)
 
 
+class Mamba(Converter):
+    """Mamba (1): every block one selective-scan mixer, no attention; mlx_lm's norms use RMSNorm's default epsilon
+    whatever the config says, and its convolution kernel is (channels, kernel, 1)."""
+
+    embedding_weight = "backbone.embeddings.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        args = _mlx_args(config)
+        if args.use_bcdt_rms:
+            raise UnsupportedModel(
+                "mamba with its time step, B and C normed (Falcon Mamba's use_bcdt_rms): mlx_lm norms them with "
+                "mixer_rms_eps, llama.cpp with the layers' epsilon"
+            )
+        if args.use_bias or not args.use_conv_bias:
+            raise UnsupportedModel(
+                "mamba with use_bias=True or use_conv_bias=False: llama.cpp's mamba reads a convolution bias and no "
+                "projection biases"
+            )
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        return {**config, "num_hidden_layers": int(_mlx_args(config).num_hidden_layers)}
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".mixer.conv1d.weight"):
+            return [(name, data.reshape(data.shape[0], -1), False)]
+        if name.endswith(".mixer.A_log"):
+            return [(name, -np.exp(data), False)]  # llama.cpp stores A itself
+        return [(name, data, False)]
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        args = _mlx_args(config)
+        writer.add_context_length(int(config.get("max_position_embeddings") or 1048576))
+        writer.add_embedding_length(int(args.hidden_size))
+        writer.add_block_count(int(args.num_hidden_layers))
+        writer.add_feed_forward_length(0)
+        writer.add_head_count(0)
+        writer.add_ssm_conv_kernel(int(args.conv_kernel))
+        writer.add_ssm_inner_size(int(args.intermediate_size))
+        writer.add_ssm_state_size(int(args.state_size))
+        writer.add_ssm_time_step_rank(int(args.time_step_rank))
+        writer.add_ssm_dt_b_c_rms(False)
+        writer.add_layer_norm_rms_eps(1e-5)  # nn.RMSNorm's default, which mlx_lm's mamba uses
+
+
 # Nemotron-H with experts is written as nemotron_h_moe.
 CONVERTERS = {
+    "mamba": Mamba(Family("mamba")),
     "falcon_h1": MambaHybrid(Family("falcon-h1", key="FALCON_H1")),
     "nemotron_h": NemotronH(Family("nemotron_h")),
 }

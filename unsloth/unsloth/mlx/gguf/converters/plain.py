@@ -1,16 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""The dense families llama.cpp reads with the common tensor names and keys, and the few keys or refusals each adds
-(Gemma's soft caps and sliding windows, Cohere's logit scale, HunYuan's NTK alpha, Mistral 3's attention temperature,
-GLM's whole-head rotation).
+"""The dense families llama.cpp reads with the common tensor names and keys, and the few keys, refusals or fused
+projections each adds (Gemma's soft caps and sliding windows, Cohere's logit scale, HunYuan's NTK alpha, Mistral 3's
+attention temperature, GLM's whole-head rotation, MiniCPM's three scales, InternLM2's and GPT-NeoX's fused
+query/key/value rows).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+import numpy as np
+
 from ..families import Family, UnsupportedModel
-from .base import Converter, head_dim, rope_base, scaling_of
+from .architectures import Piece, blk
+from .base import Converter, head_dim, interleave_rotary_rows, rope_base, scaling_of
 
 
 class Gemma2(Converter):
@@ -155,6 +159,193 @@ class Ministral3(Converter):
             writer.add_attn_temperature_scale(float(beta))
 
 
+class MiniCPM(Converter):
+    """MiniCPM: llama's layers with the embedding, each residual branch and the logits scaled, as llama.cpp's minicpm
+    reads them from three keys."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if config.get("tie_word_embeddings"):
+            raise UnsupportedModel(
+                "minicpm with tie_word_embeddings=True: mlx_lm's tied head skips the hidden_size / dim_model_base "
+                "logit division that llama.cpp's minicpm applies"
+            )
+        if config.get("head_dim") not in (None, head_dim({**config, "head_dim": None})):
+            raise UnsupportedModel(
+                "minicpm with a head_dim other than hidden_size / heads: mlx_lm's minicpm ignores it"
+            )
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_embedding_scale(float(config["scale_emb"]))
+        writer.add_residual_scale(float(config["scale_depth"]) / int(config["num_hidden_layers"]) ** 0.5)
+        writer.add_logit_scale(int(config["hidden_size"]) / int(config["dim_model_base"]))
+
+
+class InternLM2(Converter):
+    """InternLM2: one `wqkv` holding, per key/value head, its group of query heads then its key and value heads; split
+    into llama.cpp's attn_q / attn_k / attn_v with the query and key rows interleaved per head."""
+
+    embedding_weight = "model.tok_embeddings.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if config.get("bias", True):  # mlx_lm's default, as InternLM2's remote code's
+            raise UnsupportedModel("internlm2 with bias=True: llama.cpp's internlm2 reads no output-projection bias")
+        if config.get("head_dim") not in (None, head_dim({**config, "head_dim": None})):
+            raise UnsupportedModel("internlm2 with a head_dim other than hidden_size / heads: mlx_lm ignores it")
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if not name.endswith(".attention.wqkv.weight"):
+            return super().split_weight(name, data, config)
+        heads = int(config["num_attention_heads"])
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        grouped = data.reshape(kv_heads, heads // kv_heads + 2, head_dim(config), data.shape[-1])
+        query = grouped[:, :-2].reshape(-1, data.shape[-1])
+        key, value = (grouped[:, index].reshape(-1, data.shape[-1]) for index in (-2, -1))
+        return [
+            (blk(name, "attn_q.weight"), interleave_rotary_rows(query, heads), True),
+            (blk(name, "attn_k.weight"), interleave_rotary_rows(key, kv_heads), True),
+            (blk(name, "attn_v.weight"), value, True),
+        ]
+
+
+_NEOX_NAMES = {"model.embed_in.": "gpt_neox.embed_in.", "model.final_layer_norm.": "gpt_neox.final_layer_norm."}
+
+
+class GPTNeoX(Converter):
+    """GPT-NeoX (Pythia): LayerNorm with biases, a 4x GELU MLP, parallel residuals, and one query_key_value whose rows
+    go head by head (query, key, value of head 0, then head 1...), regrouped into llama.cpp's all-queries-first order."""
+
+    embedding_weight = "model.embed_in.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if config.get("num_key_value_heads") not in (None, config["num_attention_heads"]):
+            raise UnsupportedModel("gpt_neox with fewer key/value heads than query heads: mlx_lm's gpt_neox has none")
+
+    def prepare_weights(self, weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        """mlx_lm's names (`model.h.N.`, `model.embed_out`) back to Hugging Face's, which the name map knows."""
+        renamed = {}
+        for name, value in weights.items():
+            name = name.replace("model.h.", "gpt_neox.layers.").replace("model.embed_out.", "embed_out.")
+            for mlx_prefix, hf_prefix in _NEOX_NAMES.items():
+                name = name.replace(mlx_prefix, hf_prefix)
+            renamed[name] = value
+        return renamed
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if ".attention.query_key_value." not in name:
+            return [(name, data, False)]
+        heads = int(config["num_attention_heads"])
+        by_head = data.reshape(heads, 3, -1, *data.shape[1:])
+        return [(name, np.concatenate([by_head[:, part].reshape(-1, *data.shape[1:]) for part in range(3)]), False)]
+
+    def rope_base(self, config: Dict[str, Any], local: bool = False) -> float:
+        return float(config.get("rotary_emb_base") or 10000.0)
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return int(head_dim(config) * float(config["rotary_pct"]))
+
+    def feed_forward_length(self, config: Dict[str, Any]) -> int:
+        return 4 * int(config["hidden_size"])  # mlx_lm's MLP, whatever intermediate_size says
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_parallel_residual(bool(config.get("use_parallel_residual", True)))
+
+
+class Nemotron(Converter):
+    """Nemotron (Minitron): LayerNorm scaling by 1 + weight (the family's norm offset), a squared-ReLU MLP, half of each
+    head rotated by default."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        heads, width = int(config["num_attention_heads"]), int(config["hidden_size"])
+        if head_dim(config) * heads != width:
+            raise UnsupportedModel(
+                f"nemotron with head_dim {head_dim(config)} x {heads} heads != hidden_size {width}: llama.cpp's "
+                "nemotron sizes its attention by hidden_size alone"
+            )
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return int(head_dim(config) * float(config.get("partial_rotary_factor") or 0.5))  # mlx_lm's default
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_layer_norm_eps(float(config["norm_eps"]))
+
+
+class Exaone(Converter):
+    """EXAONE 3 and 3.5: llama's layers under GPT-2's names (`transformer.h.N`), counted by `num_layers`."""
+
+    embedding_weight = "transformer.wte.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for key in ("attention_bias", "mlp_bias"):
+            if config.get(key):
+                raise UnsupportedModel(f"exaone with {key}=True: llama.cpp's exaone reads no such biases")
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        return {**config, "num_hidden_layers": int(config.get("num_hidden_layers") or config["num_layers"])}
+
+    def rms_norm_eps(self, config: Dict[str, Any]) -> float:
+        return float(config["layer_norm_epsilon"])
+
+
+class GPTBigCode(Converter):
+    """StarCoder 1 / SantaCoder (gpt_bigcode) as llama.cpp's starcoder: GPT-2's names and keys, learned positions, one
+    fused query/key/value (multi-query: one key/value head) kept whole, LayerNorm and biases throughout."""
+
+    embedding_weight = "transformer.wte.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for key in ("attention_bias", "mlp_bias"):
+            if not config.get(key, True):
+                raise UnsupportedModel(f"gpt_bigcode with {key}=False: llama.cpp's starcoder requires the biases")
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        width, heads = int(config["n_embd"]), int(config["n_head"])
+        return {
+            **config,
+            "hidden_size": width,
+            "num_hidden_layers": int(config["n_layer"]),
+            "num_attention_heads": heads,
+            "num_key_value_heads": 1 if config.get("multi_query", True) else heads,  # as mlx_lm reads it
+            "intermediate_size": int(config.get("n_inner") or 4 * width),
+            "max_position_embeddings": int(config["n_positions"]),  # the rows of the position table
+        }
+
+
+class GPT2(GPTBigCode):
+    """GPT-2: StarCoder's layout with every head its own key/value head, a 4x MLP and a tied head; mlx_lm keeps its
+    weights under `model.` where the name map knows `transformer.`."""
+
+    embedding_weight = "model.wte.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        """mlx_lm's gpt2 always has its biases."""
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        common = super().with_common_keys(config)
+        width = int(config["n_embd"])
+        return {**common, "num_key_value_heads": common["num_attention_heads"], "intermediate_size": 4 * width}
+
+    def prepare_weights(self, weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        return {"transformer." + name.removeprefix("model."): value for name, value in weights.items()}
+
+
+class Xverse(Converter):
+    """XVERSE, which mlx_lm runs as llama: llama.cpp's xverse reads llama's layers without biases or rope scaling."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for key in ("attention_bias", "mlp_bias"):
+            if config.get(key):
+                raise UnsupportedModel(f"xverse with {key}=True: llama.cpp's xverse reads no such biases")
+        if scaling_of(config):
+            raise UnsupportedModel("xverse with rope_scaling: llama.cpp's xverse graph is not checked against it here")
+        if config.get("head_dim") not in (None, head_dim({**config, "head_dim": None})):
+            raise UnsupportedModel(
+                "xverse with a head_dim other than hidden_size / heads: llama.cpp's xverse sizes by it"
+            )
+
+
 CONVERTERS = {
     "llama": Converter(Family("llama", permute_rotary=True, yarn=True)),
     "mistral": Converter(Family("llama", permute_rotary=True, yarn=True)),
@@ -180,5 +371,14 @@ CONVERTERS = {
     "glm4": Converter(Family("glm4")),
     "glm": Glm(Family("chatglm")),
     "stablelm": Converter(Family("stablelm")),
+    "minicpm": MiniCPM(Family("minicpm", permute_rotary=True)),
+    "internlm2": InternLM2(Family("internlm2", output_required=True)),
+    "gpt_neox": GPTNeoX(Family("gptneox", output_required=True)),
+    "iquestcoder": Converter(Family("llama", permute_rotary=True, yarn=True)),  # mlx_lm runs it as llama
+    "nemotron": Nemotron(Family("nemotron", norm_offset=1.0, output_required=True)),
+    "exaone": Exaone(Family("exaone")),
+    "gpt_bigcode": GPTBigCode(Family("starcoder")),
+    "gpt2": GPT2(Family("gpt2")),
+    "xverse": Xverse(Family("xverse", permute_rotary=True, output_required=True)),
     "ministral3": Ministral3(Family("mistral3", permute_rotary=True, yarn=True, yarn_log_mul=True)),
 }
