@@ -330,8 +330,7 @@ def test_whisper_evaluates_and_transcribes_as_transformers_does(whisper_folder, 
 
     model, tokenizer = load_notebook_model(whisper_folder)
     model = FastModel.get_peft_model(model, r=8, target_modules=TARGETS, lora_alpha=16, task_type=None)
-    # Four rows, two eval batches of two: transformers credits every batch with the full batch size, a short last
-    # one included, where MLX credits each row once; with even batches the two agree.
+    # Four rows, two eval batches of two (a short last batch is credited with the full batch size on both sides).
     rows = notebook_rows(tokenizer)
     seen: list = []
     with warnings.catch_warnings():
