@@ -368,3 +368,10 @@ def test_whisper_evaluates_and_transcribes_as_transformers_does(whisper_folder, 
     # Inside train(), evaluation with compute_metrics runs where transformers' flow asks: here the last step.
     trainer.train()
     assert [entry["step"] for entry in trainer.state.log_history if "eval_wer" in entry] == [1]
+
+
+def test_whisper_generate_refuses_beam_search_by_name(whisper_folder) -> None:
+    """mlx-audio's Whisper `generate` has no beam search and drops an unknown `num_beams` silently: refused here."""
+    model, _ = load_notebook_model(whisper_folder)
+    with pytest.raises(NotImplementedError, match="num_beams=4"):
+        model.generate(clip(0), num_beams=4)
