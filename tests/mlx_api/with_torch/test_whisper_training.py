@@ -230,3 +230,7 @@ def test_predict_returns_seq2seq_trainer_s_prediction_output(trainable_whisper, 
     assert set(theirs.metrics) - {"test_model_preparation_time"} <= set(ours.metrics)
     with pytest.raises(NotImplementedError, match="num_beams=3"):
         trainer.predict(rows, num_beams=3)
+    with pytest.raises(NotImplementedError, match="cannot honour temperature"):
+        trainer.predict(rows, temperature=0.5)
+    with pytest.raises(NotImplementedError, match="without ignore_keys"):
+        trainer.predict(rows, ignore_keys=["encoder_last_hidden_state"])
