@@ -113,3 +113,5 @@ def test_predict_with_generate_on_a_text_model_is_refused_by_name(load_public, t
         Seq2SeqTrainer(model, arguments, None, labelled_rows(tokenizer))
     plain = Seq2SeqTrainer(model, Seq2SeqTrainingArguments(**shared(tmp_path)), None, labelled_rows(tokenizer))
     assert plain.args.predict_with_generate is False
+    with pytest.raises(NotImplementedError, match="trainer.predict on MLX is built for Whisper"):
+        plain.predict(labelled_rows(tokenizer))

@@ -370,8 +370,7 @@ def test_whisper_evaluates_and_transcribes_as_transformers_does(whisper_folder, 
 
     model, tokenizer = load_notebook_model(whisper_folder)
     model = FastModel.get_peft_model(model, r=8, target_modules=TARGETS, lora_alpha=16, task_type=None)
-    # Four rows, two eval batches of two: transformers credits every batch with the full batch size, a short last
-    # one included, where MLX credits each row once; with even batches the two agree.
+    # Four rows, two eval batches of two (a short last batch is credited with the full batch size on both sides).
     rows = notebook_rows(tokenizer)
     seen: list = []
     with warnings.catch_warnings():
@@ -409,3 +408,10 @@ def test_whisper_evaluates_and_transcribes_as_transformers_does(whisper_folder, 
     # Inside train(), evaluation with compute_metrics runs where transformers' flow asks: here the last step.
     trainer.train()
     assert [entry["step"] for entry in trainer.state.log_history if "eval_wer" in entry] == [1]
+
+
+def test_whisper_generate_refuses_beam_search_by_name(whisper_folder) -> None:
+    """mlx-audio's Whisper `generate` has no beam search and drops an unknown `num_beams` silently: refused here."""
+    model, _ = load_notebook_model(whisper_folder)
+    with pytest.raises(NotImplementedError, match="num_beams=4"):
+        model.generate(clip(0), num_beams=4)

@@ -183,3 +183,54 @@ def test_predict_with_generate_evaluates_on_seq2seq_trainer_s_generated_ids(trai
     model.generation_config.language = None
     with pytest.raises(NotImplementedError, match="generation_config.language"):
         trainer.evaluate()
+
+
+def test_predict_returns_seq2seq_trainer_s_prediction_output(trainable_whisper, tmp_path) -> None:
+    """`trainer.predict(test_dataset)` with predict_with_generate: transformers' generated ids, labels and test_ metrics."""
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, WhisperForConditionalGeneration
+
+    model, tokenizer = load_notebook_model(trainable_whisper)
+    model = FastModel.get_peft_model(model, r=8, target_modules=["q_proj", "v_proj"], lora_alpha=8, task_type=None)
+    notebook_generation_settings(model)
+    rows = [
+        {
+            "input_features": tokenizer.feature_extractor(clip(index), sampling_rate=16000).input_features[0],
+            "labels": tokenizer.tokenizer(text).input_ids,
+        }
+        for index, text in enumerate([*TEXTS, "green river"])
+    ]
+    collator = DataCollatorSpeechSeq2SeqWithPadding(processor=tokenizer)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*label_names", RuntimeWarning)
+        trainer = Seq2SeqTrainer(
+            model=model,
+            train_dataset=rows[:2],
+            data_collator=collator,
+            tokenizer=tokenizer.feature_extractor,
+            compute_metrics=generated_wer_metrics(tokenizer, []),
+            args=Seq2SeqTrainingArguments(**generation_arguments(tmp_path / "mlx")),
+        )
+    ours = trainer.predict(rows)
+
+    reference = WhisperForConditionalGeneration.from_pretrained(str(trainable_whisper))
+    notebook_generation_settings(reference)
+    theirs = Seq2SeqTrainer(
+        model=reference,
+        data_collator=collator,
+        processing_class=tokenizer.feature_extractor,
+        compute_metrics=generated_wer_metrics(tokenizer, []),
+        args=Seq2SeqTrainingArguments(**generation_arguments(tmp_path / "torch", use_cpu=True)),
+    ).predict(rows)
+    print(f"MLX {ours.metrics}\nSeq2SeqTrainer {theirs.metrics}")
+    np.testing.assert_array_equal(ours.predictions, theirs.predictions)
+    np.testing.assert_array_equal(ours.label_ids, theirs.label_ids)
+    assert abs(ours.metrics["test_loss"] - theirs.metrics["test_loss"]) <= 1e-4
+    assert ours.metrics["test_wer"] == pytest.approx(theirs.metrics["test_wer"])
+    # model_preparation_time is torch's device placement, which MLX has none of.
+    assert set(theirs.metrics) - {"test_model_preparation_time"} <= set(ours.metrics)
+    with pytest.raises(NotImplementedError, match="num_beams=3"):
+        trainer.predict(rows, num_beams=3)
+    with pytest.raises(NotImplementedError, match="cannot honour temperature"):
+        trainer.predict(rows, temperature=0.5)
+    with pytest.raises(NotImplementedError, match="without ignore_keys"):
+        trainer.predict(rows, ignore_keys=["encoder_last_hidden_state"])

@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """Whisper's evaluation as transformers' `Seq2SeqTrainer` runs it: the eval loss (each batch's token mean, credited
-to each of its rows) and `compute_metrics` on `EvalPrediction(predictions=(logits, encoder_last_hidden_state),
+with the eval batch size, a short last batch too) and `compute_metrics` on `EvalPrediction(predictions=(logits, encoder_last_hidden_state),
 label_ids=labels)`, or with `predict_with_generate` on the generated ids (`generation.py`), padded across batches with
--100 as transformers pads them."""
+-100 as transformers pads them; `trainer.predict(test_dataset)` returns the same pass as a `PredictionOutput`."""
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, NamedTuple, Optional
 
 import mlx.core as mx
 import numpy as np
@@ -44,8 +44,19 @@ def _labels(tokens: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.where(weights[:, 1:] > 0, tokens[:, 1:], IGNORED).astype(np.int64)
 
 
-def evaluate_whisper(trainer: Any, rows: WhisperRows, compute_metrics: Optional[Callable[[Any], dict]]) -> dict:
-    """Eval loss (and compute_metrics' results, prefixed `eval_`) over `rows`, logged and handed to callbacks."""
+class WhisperPass(NamedTuple):
+    """One pass over eval or test rows: the mean loss, the predictions and labels as transformers pads them."""
+
+    loss: float
+    predictions: Any
+    label_ids: Optional[np.ndarray]
+    runtime: float
+    batches: int
+
+
+def run_whisper_rows(trainer: Any, rows: WhisperRows, predict: bool, requested: Optional[dict] = None) -> WhisperPass:
+    """Each batch's loss and, when `predict`, its generated ids (predict_with_generate) or its logits and encoder
+    states, as `Seq2SeqTrainer.prediction_step` returns them; `requested` is predict's generation keywords."""
     model, size = trainer.model, trainer.args.per_device_eval_batch_size
     pad_token = int(model.config.pad_token_id)
     generate = bool(getattr(trainer.args, "predict_with_generate", False))
@@ -53,35 +64,63 @@ def evaluate_whisper(trainer: Any, rows: WhisperRows, compute_metrics: Optional[
     start = time.time()
     row_losses: List[float] = []
     logits, hidden, labels = [], [], []
+    batches = 0
     for begin in range(0, len(rows.mels), size):
         indices = range(begin, min(begin + size, len(rows.mels)))
         tokens, weights, mels = _batch(rows, indices, pad_token)
         lengths = mx.array([len(rows.rows[index]) for index in indices])
         loss, _ = whisper_loss(model, mx.array(tokens), lengths, mx.array(weights), mx.array(mels))
-        row_losses += [loss.item()] * len(indices)
-        if compute_metrics is not None and generate:
-            ids, padded_labels = generated_batch(trainer, mels, _labels(tokens, weights))
+        # transformers repeats each batch's mean eval_batch_size times, a short last batch's included.
+        row_losses += [loss.item()] * size
+        if predict and generate:
+            ids, padded_labels = generated_batch(trainer, mels, _labels(tokens, weights), requested)
             logits.append(ids)
             labels.append(padded_labels)
-        elif compute_metrics is not None:
+        elif predict:
             encoded = model.encoder(mx.array(mels).astype(model.dtype))
             logits.append(np.array(model.decoder(mx.array(tokens[:, :-1]), encoded)[0].astype(mx.float32)))
             hidden.append(np.array(encoded.astype(mx.float32)))
             labels.append(_labels(tokens, weights))
+        batches += 1
         trainer._fire("on_prediction_step")
     model.train()
-    eval_loss = math.fsum(row_losses) / len(row_losses)
-    metrics = {"eval_loss": eval_loss}
+    predictions: Any = None
+    if predict:
+        predictions = _padded(logits, IGNORED) if generate else (_padded(logits, IGNORED), _padded(hidden, IGNORED))
+    label_ids = _padded(labels, IGNORED) if predict else None
+    loss = math.fsum(row_losses) / len(row_losses)
+    return WhisperPass(loss, predictions, label_ids, time.time() - start, batches)
+
+
+def _metrics(passed: WhisperPass, rows: int, prefix: str, compute_metrics: Optional[Callable[[Any], dict]]) -> dict:
+    """transformers' metrics for a pass: the loss, compute_metrics' results and the speeds, each under `prefix`."""
+    metrics = {f"{prefix}_loss": passed.loss}
     if compute_metrics is not None:
         from transformers import EvalPrediction
 
-        predictions = _padded(logits, IGNORED) if generate else (_padded(logits, IGNORED), _padded(hidden, IGNORED))
-        prediction = EvalPrediction(predictions=predictions, label_ids=_padded(labels, IGNORED))
-        metrics.update({f"eval_{name}": value for name, value in compute_metrics(prediction).items()})
-    runtime = time.time() - start
-    metrics["eval_runtime"] = round(runtime, 4)
-    if runtime > 0:
-        metrics["eval_samples_per_second"] = round(len(rows.mels) / runtime, 3)
+        prediction = EvalPrediction(predictions=passed.predictions, label_ids=passed.label_ids)
+        metrics.update({f"{prefix}_{name}": value for name, value in compute_metrics(prediction).items()})
+    metrics[f"{prefix}_runtime"] = round(passed.runtime, 4)
+    if passed.runtime > 0:
+        metrics[f"{prefix}_samples_per_second"] = round(rows / passed.runtime, 3)
+        metrics[f"{prefix}_steps_per_second"] = round(passed.batches / passed.runtime, 3)
+    return metrics
+
+
+def evaluate_whisper(trainer: Any, rows: WhisperRows, compute_metrics: Optional[Callable[[Any], dict]]) -> dict:
+    """Eval loss (and compute_metrics' results, prefixed `eval_`) over `rows`, logged and handed to callbacks."""
+    passed = run_whisper_rows(trainer, rows, predict=compute_metrics is not None)
+    metrics = _metrics(passed, len(rows.mels), "eval", compute_metrics)
     trainer.log(metrics)
     trainer._fire("on_evaluate", metrics=metrics)
     return metrics
+
+
+def predict_whisper(trainer: Any, rows: WhisperRows, prefix: str, requested: dict) -> Any:
+    """`Seq2SeqTrainer.predict`'s `PredictionOutput`: predictions, label_ids and metrics named `{prefix}_...`."""
+    from transformers.trainer_utils import PredictionOutput
+
+    passed = run_whisper_rows(trainer, rows, predict=True, requested=requested)
+    metrics = _metrics(passed, len(rows.mels), prefix, getattr(trainer, "compute_metrics", None))
+    trainer._fire("on_predict", metrics=metrics)
+    return PredictionOutput(predictions=passed.predictions, label_ids=passed.label_ids, metrics=metrics)

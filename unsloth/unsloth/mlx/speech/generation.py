@@ -6,7 +6,7 @@ tokens at most, the end token dropped), padded as `Seq2SeqTrainer.prediction_ste
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, List, Optional
 
 import numpy as np
 
@@ -55,11 +55,28 @@ def _padded_to(rows: List[List[int]] | np.ndarray, width: int, fill: int) -> np.
     return out
 
 
-def generated_batch(trainer: Any, mels: np.ndarray, labels: np.ndarray) -> tuple:
-    """One eval batch's generated ids and labels, each padded to the model's generation max_length."""
+# The generation keywords `trainer.predict(test_dataset, **gen_kwargs)` honours; any other is refused by name.
+PREDICT_KEYWORDS = ("max_length", "max_new_tokens", "num_beams")
+
+
+def _requested(requested: Optional[dict]) -> dict:
+    chosen = {name: value for name, value in (requested or {}).items() if value is not None}
+    unknown = sorted(set(chosen) - set(PREDICT_KEYWORDS))
+    if unknown:
+        raise NotImplementedError(
+            f"trainer.predict on MLX Whisper takes {', '.join(PREDICT_KEYWORDS)}; it cannot honour {', '.join(unknown)}"
+        )
+    return chosen
+
+
+def generated_batch(trainer: Any, mels: np.ndarray, labels: np.ndarray, requested: Optional[dict] = None) -> tuple:
+    """One eval batch's generated ids and labels, each padded to the model's generation max_length; `requested`
+    (predict's keywords) comes before the training arguments, as in `Seq2SeqTrainer.predict`."""
     args, model = trainer.args, trainer.model
     settings = model.generation_config
-    beams = args.generation_num_beams if args.generation_num_beams is not None else settings.num_beams
+    chosen = _requested(requested)
+    beams = chosen.get("num_beams", args.generation_num_beams)
+    beams = beams if beams is not None else settings.num_beams
     if (beams or 1) > 1 or settings.do_sample:
         raise NotImplementedError(
             f"predict_with_generate on MLX decodes greedily; it cannot honour num_beams={beams} or do_sample=True "
@@ -68,10 +85,13 @@ def generated_batch(trainer: Any, mels: np.ndarray, labels: np.ndarray) -> tuple
     prompt = whisper_prompt(settings)
     positions = model.config.max_target_positions
     starts = min(positions // 2 - 1, len(prompt))
-    if args.generation_max_length is None and settings.max_new_tokens is not None:
-        new_tokens = min(settings.max_new_tokens, positions - len(prompt))
+    max_length, max_new = chosen.get("max_length"), chosen.get("max_new_tokens")
+    if max_length is None and max_new is None:
+        max_length, max_new = args.generation_max_length, settings.max_new_tokens
+    if max_length is None and max_new is not None:
+        new_tokens = min(max_new, positions - len(prompt))
     else:
-        length = args.generation_max_length or settings.max_length or DEFAULT_MAX_LENGTH
+        length = max_length or settings.max_length or DEFAULT_MAX_LENGTH
         new_tokens = min(length + starts, positions) - len(prompt)
     end, pad = settings.eos_token_id, settings.pad_token_id
     rows = [greedy_ids(model, mel, prompt, end, new_tokens) for mel in mels]

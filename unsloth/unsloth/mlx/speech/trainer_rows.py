@@ -10,7 +10,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 from ..training.own_rows import register_own_rows
 from ..training.train_data import PreparedRows, TrainRows
 from .csm_training import CsmOwnRows
-from .evaluation import evaluate_whisper
+from .evaluation import evaluate_whisper, predict_whisper
 from .training import WhisperRows, WhisperTrainRows, encode_whisper_rows, whisper_step
 from .whisper import is_whisper
 
@@ -68,6 +68,12 @@ class WhisperOwnRows:
         if encoded.evaluation is None:
             raise ValueError("evaluation needs an eval_dataset: pass eval_dataset= to the trainer")
         return evaluate_whisper(trainer, encoded.evaluation, getattr(trainer, "compute_metrics", None))
+
+    def predict(self, trainer: Any, dataset: Any, prefix: str, requested: dict) -> Any:
+        """`Seq2SeqTrainer.predict(test_dataset)`: the rows through the notebook's collator, then one pass over them."""
+        collator = trainer.vision_collator
+        rows = encode_whisper_rows(collator, dataset, trainer.args, collator.start_token, collator.pad_token)
+        return predict_whisper(trainer, rows, prefix, requested)
 
     def step(self, model: Any, rows: Any) -> Callable[..., Any]:
         return whisper_step(model, rows)

@@ -34,6 +34,20 @@ MLP_RATIO = 4
 SOURCE_ATTRIBUTE = "_unsloth_whisper_source"
 
 
+def _generate_without_beams(audio_generate: Any) -> Any:
+    """mlx-audio's `generate`, refusing transformers' `num_beams` above 1, which it would drop without a word."""
+
+    def generate(*args: Any, num_beams: Optional[int] = None, **kwargs: Any) -> Any:
+        if num_beams is not None and num_beams > 1:
+            raise NotImplementedError(
+                f"model.generate(num_beams={num_beams}) on MLX Whisper: beam search is not built (mlx-audio's "
+                "decoder is greedy and would ignore num_beams); leave num_beams at 1"
+            )
+        return audio_generate(*args, **kwargs)
+
+    return generate
+
+
 def is_whisper(model: Any) -> bool:
     return bool(getattr(model, WHISPER_MARK, False))
 
@@ -85,6 +99,7 @@ def load_whisper(
     mx.eval(model.parameters())
     setattr(model, WHISPER_MARK, True)
     setattr(model, SOURCE_ATTRIBUTE, str(folder))
+    model.generate = _generate_without_beams(model.generate)
     model.config = config
     try:
         model.generation_config = GenerationConfig.from_pretrained(str(folder))

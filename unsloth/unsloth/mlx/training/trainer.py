@@ -157,6 +157,18 @@ class UnslothTrainer(MLXTrainer):
         own = getattr(self._own_rows, "evaluate", None)
         return super().evaluate() if own is None else own(self, self._own_encoded)
 
+    def predict(
+        self, test_dataset: Any, ignore_keys: Any = None, metric_key_prefix: str = "test", **gen_kwargs: Any
+    ) -> Any:
+        """`Seq2SeqTrainer.predict`, for the collator families that build it (Whisper's); refused for the others."""
+        own = getattr(self._own_rows, "predict", None)
+        if own is None or ignore_keys is not None:
+            raise NotImplementedError(
+                "trainer.predict on MLX is built for Whisper's Seq2SeqTrainer only, without ignore_keys; "
+                "for this model call trainer.evaluate() or generate with the model"
+            )
+        return own(self, test_dataset, metric_key_prefix, gen_kwargs)
+
     def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
         if self.cuda_batch_order:
             self.train_rows.present(cuda_epoch_order(len(self.train_rows), self.args.seed, epoch))
