@@ -62,24 +62,22 @@ def hub_home(tmp_path_factory: pytest.TempPathFactory) -> HubHomeLink:
 
 
 @pytest.fixture(scope="session")
-def warm_python(hub_home: HubHomeLink) -> Iterator[Callable[[bool], WarmPython]]:
-    """`warm_python(vision)`: the server for text or vision replays, each started at its first use."""
+def warm_python(hub_home: HubHomeLink) -> Iterator[Dict[bool, WarmPython]]:
+    """{loads mlx_vlm first: its server}; both start before the first replay's test, as session fixtures must (a
+    process a test starts and leaves running is reported as its leak)."""
     servers: Dict[bool, WarmPython] = {}
-
-    def server(vision: bool) -> WarmPython:
-        if vision not in servers:
-            modules = VISION_PRELOADED if vision else TEXT_PRELOADED
+    try:
+        for vision, modules in ((False, TEXT_PRELOADED), (True, VISION_PRELOADED)):
             servers[vision] = WarmPython(modules, env={**os.environ, **hub_home.environment()})
-        return servers[vision]
-
-    yield server
-    for started in servers.values():
-        started.close()
+        yield servers
+    finally:
+        for server in servers.values():
+            server.close()
 
 
 @pytest.fixture
 def run_notebook(
-    warm_python: Callable[[bool], WarmPython], hub_home: HubHomeLink
+    warm_python: Dict[bool, WarmPython], hub_home: HubHomeLink
 ) -> Callable[..., Tuple[subprocess.CompletedProcess, List[dict]]]:
     """`run_notebook(name, workdir, timeout=900)`: the docs' command line for NAME, in a child of the warm
     interpreter, with the scratch folder (and its Hub cache, `hf-home`, as the notebooks' setup makes it) in
@@ -91,8 +89,9 @@ def run_notebook(
         environment = {**os.environ, **hub_home.environment(), key: value, "NOTEBOOK_WORKDIR": str(workdir)}
         command = [sys.executable, *arguments]  # `python` as a user's venv gives it
         hub_home.point_at(workdir / "hf-home")
-        server = warm_python(loads_mlx_vlm_first(name))
-        result = server.run(command, env=environment, cwd=str(REPO_ROOT), timeout=timeout)
+        result = warm_python[loads_mlx_vlm_first(name)].run(
+            command, env=environment, cwd=str(REPO_ROOT), timeout=timeout
+        )
         cells = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"cell"')]
         return result, cells
 
