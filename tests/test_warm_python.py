@@ -152,3 +152,10 @@ def test_each_replay_reads_and_writes_only_its_own_hub_cache_through_the_shared_
     assert outputs == {"first": "['model-of-first']\n", "second": "['model-of-second']\n"}
     assert sorted(os.listdir(tmp_path / "first" / "hf-home")) == ["model-of-first", "written-by-first"]
     assert sorted(os.listdir(tmp_path / "second" / "hf-home")) == ["model-of-second", "written-by-second"]
+
+
+def test_a_server_whose_preload_fails_says_so_when_waited_for():
+    server = WarmPython(["a_module_that_is_not_there"])  # starting does not wait, so two servers start side by side
+    with pytest.raises(RuntimeError, match="did not start"):
+        server.wait_ready()
+    server.close()

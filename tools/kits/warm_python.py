@@ -36,16 +36,23 @@ class WarmPython:
         self._server = subprocess.Popen(
             [sys.executable, __file__, *preload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
-        ready = self._server.stdout.readline()  # type: ignore[union-attr]
-        if ready.strip() != "ready":
-            self.close()
-            raise RuntimeError(f"the warm interpreter did not start (it said {ready!r})")
+        self._ready = False  # the imports go on while the caller starts other work (a second server)
+
+    def wait_ready(self) -> None:
+        """Wait for the preloads to finish (the first `run` does)."""
+        if not self._ready:
+            ready = self._server.stdout.readline()  # type: ignore[union-attr]
+            if ready.strip() != "ready":
+                self.close()
+                raise RuntimeError(f"the warm interpreter did not start (it said {ready!r})")
+            self._ready = True
 
     def run(
         self, command: Sequence[str], *, env: Dict[str, str], cwd: str, timeout: float
     ) -> subprocess.CompletedProcess:
         if len(command) < 2 or command[0] != sys.executable or command[1].startswith("-"):
             raise ValueError(f"runs `{sys.executable} SCRIPT ARGS` only, not {list(command)}")
+        self.wait_ready()
         with tempfile.TemporaryDirectory(prefix="warm-python-") as folder:
             stdout, stderr = Path(folder, "stdout"), Path(folder, "stderr")
             request = {"argv": list(command[1:]), "env": dict(env), "cwd": str(cwd), "timeout": timeout}

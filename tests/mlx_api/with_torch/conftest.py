@@ -63,12 +63,14 @@ def hub_home(tmp_path_factory: pytest.TempPathFactory) -> HubHomeLink:
 
 @pytest.fixture(scope="session")
 def warm_python(hub_home: HubHomeLink) -> Iterator[Dict[bool, WarmPython]]:
-    """{loads mlx_vlm first: its server}; both start before the first replay's test, as session fixtures must (a
-    process a test starts and leaves running is reported as its leak)."""
+    """{loads mlx_vlm first: its server}; both start, side by side, before the first replay's test, as session
+    fixtures must (a process a test starts and leaves running is reported as its leak)."""
     servers: Dict[bool, WarmPython] = {}
     try:
         for vision, modules in ((False, TEXT_PRELOADED), (True, VISION_PRELOADED)):
             servers[vision] = WarmPython(modules, env={**os.environ, **hub_home.environment()})
+        for server in servers.values():  # started side by side, one per core
+            server.wait_ready()
         yield servers
     finally:
         for server in servers.values():
