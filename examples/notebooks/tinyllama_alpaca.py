@@ -3,7 +3,7 @@
 Cell titles give the notebook's code-cell number. The dataset comes from a local file in alpaca-cleaned's columns,
 32 rows; training is cut to one step. The notebook asks for 4,096 tokens of context (RoPE is extended past the tiny
 model's 256 positions) and packs its rows: the 32 pack into one sequence of about 1,500 tokens, six times the tiny
-model's positions (the full 128 rows make two sequences, one of 4,096 tokens, and cost a CPU about 40 s more).
+model's positions (the full 128 rows make two sequences, one of 4,096 tokens, and cost a CPU about 60 s more).
 """
 
 # %% [0] setup in place of the install cell
