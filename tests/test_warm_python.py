@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tools.kits import leftover_processes
+from tools.kits.hub_home_link import HubHomeLink
 from tools.kits.warm_python import WarmPython
 
 SCRIPT = textwrap.dedent(
@@ -90,3 +91,71 @@ def test_a_timeout_ends_the_script_and_its_children(warm, tmp_path):
 def test_only_python_scripts_are_taken(warm):
     with pytest.raises(ValueError, match="SCRIPT ARGS"):
         warm.run(["bash", "-c", "true"], env=dict(os.environ), cwd=".", timeout=5)
+
+
+def test_what_the_preloads_read_and_write_at_import_is_what_a_cold_run_importing_them_has(tmp_path):
+    """The server imports with its own `env`; a preload's writes to `os.environ` reach every run, as in a cold
+    start that imports it (mlx_vlm sets TRANSFORMERS_VERBOSITY so)."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "reads_at_import.py").write_text(
+        "import os\nSEEN = os.environ.get('WARM_READ')\nos.environ['WARM_WRITTEN'] = 'by the import'\n"
+    )
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import os, reads_at_import\nprint(reads_at_import.SEEN, os.environ.get('WARM_WRITTEN'), "
+        "os.environ.get('WARM_READ'))\n"
+    )
+    server_env = {**os.environ, "PYTHONPATH": str(modules), "WARM_READ": "server"}
+    server = WarmPython(["reads_at_import"], env=server_env)
+    try:
+        run_env = {**os.environ, "PYTHONPATH": str(modules), "WARM_READ": "server"}
+        command = [sys.executable, str(script)]
+        cold = subprocess.run(command, capture_output=True, text=True, env=run_env, cwd=tmp_path, timeout=60)
+        hot = server.run(command, env=run_env, cwd=str(tmp_path), timeout=60)
+        assert hot.stdout == cold.stdout == "server by the import server\n"
+        # A run that asks for another value still sees the one the module read at import, so the server and its
+        # runs must be given the same: that is what `HubHomeLink.environment()` is for.
+        hot = server.run(command, env={**run_env, "WARM_READ": "run"}, cwd=str(tmp_path), timeout=60)
+        assert hot.stdout == "server by the import run\n"
+    finally:
+        server.close()
+
+
+def test_each_replay_reads_and_writes_only_its_own_hub_cache_through_the_shared_path(tmp_path):
+    """The Hub path read once at import is a link pointed at each run's own folder in turn: a run sees only what
+    its own folder holds, and what it writes there is not seen by the next."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "hub_constants.py").write_text("import os\nHF_HOME = os.environ['HF_HOME']\n")
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import os, sys, hub_constants\nprint(sorted(os.listdir(hub_constants.HF_HOME)))\n"
+        "open(os.path.join(hub_constants.HF_HOME, sys.argv[1]), 'w').close()\n"
+    )
+    home = HubHomeLink(tmp_path / "session")
+    env = {**os.environ, "PYTHONPATH": str(modules), **home.environment()}
+    server = WarmPython(["hub_constants"], env=env)
+    try:
+        outputs = {}
+        for name in ("first", "second"):
+            (tmp_path / name / "hf-home").mkdir(parents=True)
+            (tmp_path / name / "hf-home" / f"model-of-{name}").write_text(name)
+            home.point_at(tmp_path / name / "hf-home")
+            run = server.run(
+                [sys.executable, str(script), f"written-by-{name}"], env=env, cwd=str(tmp_path), timeout=60
+            )
+            assert run.returncode == 0, run.stderr
+            outputs[name] = run.stdout
+    finally:
+        server.close()
+    assert outputs == {"first": "['model-of-first']\n", "second": "['model-of-second']\n"}
+    assert sorted(os.listdir(tmp_path / "first" / "hf-home")) == ["model-of-first", "written-by-first"]
+    assert sorted(os.listdir(tmp_path / "second" / "hf-home")) == ["model-of-second", "written-by-second"]
+
+
+def test_a_server_whose_preload_fails_says_so_when_waited_for():
+    server = WarmPython(["a_module_that_is_not_there"])  # starting does not wait, so two servers start side by side
+    with pytest.raises(RuntimeError, match="did not start"):
+        server.wait_ready()
+    server.close()

@@ -280,9 +280,9 @@ def write_family_datasets(folder: Path, copies: int = 16) -> Dict[str, str]:
     }
 
 
-def prepare(repositories: Dict[str, Tuple[str, Optional[str]]]) -> Dict[str, str]:
-    """Switch MLX on, cache `{repo id: (architecture, template or None)}`, move into a scratch folder; returns
-    {dataset id: local JSONL path}."""
+def prepare(repositories: Dict[str, Tuple[str, Optional[str]]], copies: int = 16) -> Dict[str, str]:
+    """Switch MLX on, cache `{repo id: (architecture, template or None)}`, move into a scratch folder, write the
+    datasets (the eight facts `copies` times each); returns {dataset id: local JSONL path}."""
     os.environ.setdefault("UNSLOTH_MLX", "1")
     scratch = Path(os.environ.get("NOTEBOOK_WORKDIR") or tempfile.mkdtemp(prefix="notebook-"))
     hf_home = scratch / "hf-home"
@@ -304,7 +304,7 @@ def prepare(repositories: Dict[str, Tuple[str, Optional[str]]]) -> Dict[str, str
             _set_template(snapshot, template)
         (repository / "refs").mkdir(parents=True, exist_ok=True)
         (repository / "refs" / "main").write_text(REVISION, encoding="utf-8")
-    files = {name: str(path) for name, path in write_datasets(scratch / "data").items()}
-    files.update(write_family_datasets(scratch / "data"))
+    files = {name: str(path) for name, path in write_datasets(scratch / "data", copies).items()}
+    files.update(write_family_datasets(scratch / "data", copies))
     os.chdir(scratch)
     return files

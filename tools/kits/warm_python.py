@@ -3,8 +3,10 @@ environment-blind modules (torch): the notebook replays pay torch's import once 
 
 Each run gets a fresh process, as `subprocess.run` gives it: its own environment, working folder, argv, stdout and
 stderr files, exit status and atexit handlers. What differs from a cold start is only that the preloaded modules are
-already in `sys.modules`; modules that read the environment at import (huggingface_hub, transformers) must not be
-preloaded, since each run sets its own Hub cache.
+already in `sys.modules`. They are imported in the server's environment (`env`), so a module that reads the
+environment at import (huggingface_hub reads HF_HOME) reads what the server was given, not what a run asks for; what
+they write into `os.environ` at import (mlx_vlm sets TRANSFORMERS_VERBOSITY) is in every run's environment, as in a
+cold start that imports them.
 
     server = WarmPython(["torch"]); server.run([sys.executable, "script.py"], env=..., cwd=..., timeout=60)
 """
@@ -30,20 +32,27 @@ _POLL_S = 0.05
 class WarmPython:
     """One warm server; `run` is `subprocess.run(command, capture_output=True, text=True, ...)` for python scripts."""
 
-    def __init__(self, preload: Sequence[str]) -> None:
+    def __init__(self, preload: Sequence[str], env: Optional[Dict[str, str]] = None) -> None:
         self._server = subprocess.Popen(
-            [sys.executable, __file__, *preload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, __file__, *preload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
-        ready = self._server.stdout.readline()  # type: ignore[union-attr]
-        if ready.strip() != "ready":
-            self.close()
-            raise RuntimeError(f"the warm interpreter did not start (it said {ready!r})")
+        self._ready = False  # the imports go on while the caller starts other work (a second server)
+
+    def wait_ready(self) -> None:
+        """Wait for the preloads to finish (the first `run` does)."""
+        if not self._ready:
+            ready = self._server.stdout.readline()  # type: ignore[union-attr]
+            if ready.strip() != "ready":
+                self.close()
+                raise RuntimeError(f"the warm interpreter did not start (it said {ready!r})")
+            self._ready = True
 
     def run(
         self, command: Sequence[str], *, env: Dict[str, str], cwd: str, timeout: float
     ) -> subprocess.CompletedProcess:
         if len(command) < 2 or command[0] != sys.executable or command[1].startswith("-"):
             raise ValueError(f"runs `{sys.executable} SCRIPT ARGS` only, not {list(command)}")
+        self.wait_ready()
         with tempfile.TemporaryDirectory(prefix="warm-python-") as folder:
             stdout, stderr = Path(folder, "stdout"), Path(folder, "stderr")
             request = {"argv": list(command[1:]), "env": dict(env), "cwd": str(cwd), "timeout": timeout}
@@ -73,12 +82,13 @@ class WarmPython:
 # ---- the server (this file run as a script) ----
 
 
-def _run_child(request: dict) -> int:
+def _run_child(request: dict, written: Dict[str, str]) -> int:
     """In the forked child: become the requested process, run the script as `__main__`, return its exit status."""
     os.setpgid(0, 0)  # its own group, so a timeout also ends what the script started
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    os.environ.update(written)
     for fd, path in ((1, request["stdout"]), (2, request["stderr"]), (0, os.devnull)):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC if fd else os.O_RDONLY)
         os.dup2(target, fd)
@@ -147,8 +157,10 @@ def _wait(pid: int, timeout: float) -> tuple:
 def serve(preload: List[str]) -> Optional[int]:
     """Import `preload`, then fork one child per request line; returns the child's exit status in the child."""
     _become_subreaper()
+    before = dict(os.environ)
     for name in preload:
         importlib.import_module(name)
+    written = {key: value for key, value in os.environ.items() if before.get(key) != value}
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
@@ -156,7 +168,7 @@ def serve(preload: List[str]) -> Optional[int]:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            return _run_child(request)
+            return _run_child(request, written)
         returncode, timed_out = _wait(pid, float(request["timeout"]))
         print(json.dumps({"returncode": returncode, "timed_out": timed_out}), flush=True)
     return None
