@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 import statistics
+import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -99,6 +100,10 @@ def _ours(folder: Path, rows: List[Dict[str, str]], options: Any, output: Path) 
     from sentence_transformers.sentence_transformer import losses
 
     from unsloth.mlx import FastSentenceTransformer  # the MLX package itself: the bench runs off a Mac
+    from unsloth.mlx.compat.sentence_transformers_trainer import route_sentence_transformers
+
+    # Off a Mac without UNSLOTH_MLX=1 the import hooks are off, so ST's trainer is routed to the MLX one here.
+    route_sentence_transformers(sys.modules[SentenceTransformerTrainer.__module__])
 
     model = FastSentenceTransformer.from_pretrained(str(folder), max_seq_length=options.embedding_seq_len)
     model = FastSentenceTransformer.get_peft_model(

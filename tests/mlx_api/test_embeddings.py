@@ -60,6 +60,37 @@ def test_left_padding_leaves_every_row_finite_and_unchanged(qwen3_folder) -> Non
     assert np.allclose(batched, model.encode(TEXTS, batch_size=1), atol=1e-5)
 
 
+@pytest.mark.parametrize("family", ["bert", "qwen3"])
+def test_token_batches_equal_the_tokenizers_own_padding(bert_folder, qwen3_folder, family: str) -> None:
+    """The trainer's cached rows, padded (bert's tokenizer pads right, qwen3's left), are what `tokenize` gives."""
+    model = FastSentenceTransformer.from_pretrained(
+        str(bert_folder if family == "bert" else qwen3_folder), max_seq_length=8
+    )
+    prompt = "query: "
+    expected = model.tokenize([prompt + text for text in TEXTS])
+    ids, mask = model.token_batch(model.token_rows(TEXTS, prompt), prompt)[:2]
+    assert np.array_equal(np.array(ids), np.array(expected["input_ids"]))
+    assert np.array_equal(np.array(mask), np.array(expected["attention_mask"]))
+
+
+def test_trainer_rows_are_tokenized_once(bert_folder) -> None:
+    from datasets import Dataset
+
+    from unsloth.mlx.embeddings.trainer import EmbeddingRows
+
+    model = FastSentenceTransformer.from_pretrained(str(bert_folder), max_seq_length=16)
+    tokenized: list = []
+    real = model.token_rows
+    object.__setattr__(model, "token_rows", lambda texts, prompt="": tokenized.extend(texts) or real(texts, prompt))
+    rows = EmbeddingRows(Dataset.from_dict({"anchor": TEXTS, "positive": TEXTS[::-1]}))
+    first, _ = rows.batch(np.array([0, 1]), model, ["", ""])
+    rows.batch(np.array([1, 2, 0]), model, ["", ""])
+    again, _ = rows.batch(np.array([0, 1]), model, ["", ""])
+    # Rows 0 and 1 on first use, row 2 on its own, never again; the same batch pads to the same ids.
+    assert sorted(tokenized) == sorted(TEXTS[:3] + TEXTS[::-1][:3])
+    assert all(np.array_equal(np.array(a), np.array(b)) for a, b in zip(first[0] + first[1], again[0] + again[1]))
+
+
 def test_lora_on_named_modules_freezes_the_rest(bert_folder) -> None:
     model = FastSentenceTransformer.from_pretrained(str(bert_folder))
     model = FastSentenceTransformer.get_peft_model(

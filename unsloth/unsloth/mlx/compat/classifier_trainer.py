@@ -13,15 +13,13 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
-from mlx.utils import tree_map
 
 from unsloth_zoo.mlx.callbacks import CallbackHandler, FlowCallback, TrainerControl, TrainerState
 from unsloth_zoo.mlx.distributed import current_world
 from unsloth_zoo.mlx.lora import warn_if_training_without_lora
-from unsloth_zoo.mlx.trainer import MLXTrainer
 
+from ..embeddings.trainer import MeanLossTrainer
 from ..training.arguments import trainer_arguments
 
 LABEL_COLUMNS = ("labels", "label")
@@ -59,7 +57,7 @@ class ClassifierRows:
         return mx.array(ids), mx.array(masks), mx.array(labels)
 
 
-class ClassifierTrainer(MLXTrainer):
+class ClassifierTrainer(MeanLossTrainer):
     train_rows: Any
     eval_rows: Any
     # The zoo's memory check measures a causal-LM pass, which this trainer's step is not.
@@ -108,42 +106,11 @@ class ClassifierTrainer(MLXTrainer):
         self.callback_handler = CallbackHandler(handlers, model, self.tokenizer)
         self.control = self._fire("on_init_end")
 
-    def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
-        order = np.random.default_rng((self.args.seed, epoch)).permutation(len(self.train_rows))
-        size = self.global_train_batch_size
-        return [order[start : start + size] for start in range(0, len(order), size)]
-
     def compute_loss(self, model: Any, ids: mx.array, masks: mx.array, labels: mx.array) -> mx.array:
         return model(ids, masks, labels).loss
 
-    def _build_step_functions(self) -> None:
-        model, optimizer = self.model, self.optimizer
-        self._loss_and_grad = nn.value_and_grad(model, self.compute_loss)
-
-        def apply_update(grads: Any) -> mx.array:
-            optimizer.update(model, grads)
-            return optimizer.step
-
-        self._apply_update = apply_update
-
-    def _gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
-        """Each micro-batch's mean loss and gradients, averaged over the micro-batches (transformers' scaling)."""
-        self._fire("on_step_begin")
-        mx.random.seed(self.args.seed + self.state.global_step)
-        grads, step_loss = None, mx.array(0.0)
-        for position, indices in enumerate(group):
-            loss, micro = self._loss_and_grad(
-                self.model, *self.train_rows.batch(indices, self.pad_id, self.left_padding)
-            )
-            grads = micro if grads is None else tree_map(mx.add, grads, micro)
-            step_loss = step_loss + loss
-            self._samples_seen += len(indices)
-            mx.eval(grads, step_loss)
-            if position < len(group) - 1:
-                self._fire("on_substep_end")
-        if len(group) > 1:
-            grads = tree_map(lambda g: g / len(group), grads)
-        return grads, step_loss / len(group)
+    def _micro_batch(self, indices: np.ndarray) -> Tuple[mx.array, mx.array, mx.array]:
+        return self.train_rows.batch(indices, self.pad_id, self.left_padding)
 
     def predict_rows(self, rows: ClassifierRows) -> Tuple[np.ndarray, np.ndarray, float]:
         """Logits, labels and the row-weighted mean loss over `rows`, in their order, in eval mode."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -134,19 +134,40 @@ class SentenceEmbeddingModel(nn.Module):
             raise ValueError(f"Prompt name {name!r} not found in the configured prompts ({sorted(self.prompts)})")
         return self.prompts[name]
 
-    def _pooling_mask(self, prompt: str, batch: Dict[str, mx.array]) -> Optional[mx.array]:
+    def _pooling_mask(self, prompt: str, attention_mask: np.ndarray) -> Optional[mx.array]:
         if self.spec.include_prompt or not prompt:
             return None
         # ST counts the prompt's tokens without the end token and masks that many from the start.
         length = len(self.tokenizer(prompt, add_special_tokens=True)["input_ids"]) - 1
-        mask = np.array(batch["attention_mask"])
+        mask = np.array(attention_mask)
         mask[:, :length] = 0
         return mx.array(mask)
+
+    def token_rows(self, texts: Sequence[str], prompt: str = "") -> List[List[int]]:
+        """Each text's ids as `tokenize` makes them (prompt first, lower-cased if the folder asks, truncated), unpadded."""
+        texts = [prompt + text for text in texts]
+        if self.spec.do_lower_case:
+            texts = [text.lower() for text in texts]
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_seq_length)
+        return [list(ids) for ids in encoded["input_ids"]]
+
+    def token_batch(self, rows: Sequence[Sequence[int]], prompt: str = "") -> Tuple[mx.array, ...]:
+        """`token_rows` padded as the tokenizer pads (its side and pad id): the ids, mask and pooling mask to embed."""
+        width = max(len(row) for row in rows)
+        ids = np.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
+        for position, row in enumerate(rows):
+            place = slice(width - len(row), width) if left else slice(0, len(row))
+            ids[position, place], mask[position, place] = row, 1
+        pooling = self._pooling_mask(prompt, mask)
+        return (mx.array(ids), mx.array(mask)) if pooling is None else (mx.array(ids), mx.array(mask), pooling)
 
     def embed(self, texts: Sequence[str], prompt: str = "") -> mx.array:
         """One padded batch through the model (gradients flow; used by the losses)."""
         batch = self.tokenize([prompt + text for text in texts])
-        return self(batch["input_ids"], batch["attention_mask"], self._pooling_mask(prompt, batch))
+        pooling = self._pooling_mask(prompt, np.array(batch["attention_mask"]))
+        return self(batch["input_ids"], batch["attention_mask"], pooling)
 
     def encode(
         self,

@@ -17,6 +17,7 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_map
 
+from unsloth_zoo.mlx.backward_order import evaluate_gradients
 from unsloth_zoo.mlx.callbacks import CallbackHandler, FlowCallback, TrainerControl, TrainerState
 from unsloth_zoo.mlx.distributed import current_world
 from unsloth_zoo.mlx.lora import warn_if_training_without_lora
@@ -54,12 +55,33 @@ class EmbeddingRows:
         self.labels = None if self.label is None else np.asarray(dataset[self.label], dtype=np.float32)
         # MLXTrainer's plans count rows through `lengths`.
         self.lengths = np.ones(len(self), dtype=np.int64)
+        # Each column's token ids per row, kept once tokenized (None until then).
+        self.tokens: Dict[str, List[Any]] = {name: [None] * len(self) for name in self.columns}
 
     def __len__(self) -> int:
         return len(self.texts[self.columns[0]]) if self.columns else 0
 
-    def batch(self, indices: np.ndarray) -> Tuple[List[List[str]], Optional[mx.array]]:
-        columns = [[self.texts[name][i] for i in indices] for name in self.columns]
+    def tokenize(self, model: Any, prompts: List[str], indices: Any = None, chunk: int = 1024) -> None:
+        """Keep each row's token ids per column (all rows when `indices` is None), so a step only pads them."""
+        if indices is None:
+            self.tokens = {name: [None] * len(self) for name in self.columns}
+            indices = range(len(self))
+        for start in range(0, len(indices), chunk):
+            part = indices[start : start + chunk]
+            for name, prompt in zip(self.columns, prompts):
+                rows = model.token_rows([self.texts[name][i] for i in part], prompt)
+                for index, row in zip(part, rows):
+                    self.tokens[name][index] = row
+
+    def batch(self, indices: np.ndarray, model: Any, prompts: List[str]) -> Tuple[List[Any], Optional[mx.array]]:
+        """Each column's padded token batch (rows tokenized on first use), and the labels."""
+        missing = [int(i) for i in indices if self.tokens[self.columns[0]][i] is None]
+        if missing:
+            self.tokenize(model, prompts, missing)
+        columns = [
+            model.token_batch([self.tokens[name][i] for i in indices], prompt)
+            for name, prompt in zip(self.columns, prompts)
+        ]
         labels = None if self.labels is None else mx.array(self.labels[indices])
         return columns, labels
 
@@ -118,7 +140,49 @@ def embedding_arguments(args: Any, model: Any) -> Tuple[Any, Dict[str, Any]]:
     return trainer_arguments(keywords, {}, model), own
 
 
-class EmbeddingTrainer(MLXTrainer):
+class MeanLossTrainer(MLXTrainer):
+    """The zoo's MLXTrainer for a loss over whole rows (an embedding loss, a classifier's): shuffled batches, and a
+    step whose loss is each micro-batch's mean averaged over its micro-batches, as transformers' Trainer scales it.
+    A subclass gives `compute_loss(model, *inputs)` and `_micro_batch(indices)`, the inputs after the model."""
+
+    def _micro_batch(self, indices: np.ndarray) -> Tuple[Any, ...]:
+        raise NotImplementedError
+
+    def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
+        order = np.random.default_rng((self.args.seed, epoch)).permutation(len(self.train_rows))
+        size = self.global_train_batch_size
+        return [order[start : start + size] for start in range(0, len(order), size)]
+
+    def _build_step_functions(self) -> None:
+        model, optimizer = self.model, self.optimizer
+        self._loss_and_grad = nn.value_and_grad(model, self.compute_loss)
+
+        def apply_update(grads: Any) -> mx.array:
+            optimizer.update(model, grads)
+            return optimizer.step
+
+        self._apply_update = apply_update
+
+    def _gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
+        self._fire("on_step_begin")
+        mx.random.seed(self.args.seed + self.state.global_step)
+        grads, step_loss = None, mx.array(0.0)
+        for position, indices in enumerate(group):
+            loss, micro_grads = self._loss_and_grad(self.model, *self._micro_batch(indices))
+            grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
+            step_loss = step_loss + loss
+            self._samples_seen += len(indices)
+            # Leaf by leaf in backward order (the text trainer's way): 10% less CPU per step than one `mx.eval` here.
+            evaluate_gradients(grads, step_loss)
+            if position < len(group) - 1:
+                self._fire("on_substep_end")
+        count = len(group)
+        if count > 1:
+            grads = tree_map(lambda g: g / count, grads)
+        return grads, step_loss / count
+
+
+class EmbeddingTrainer(MeanLossTrainer):
     # Rows of texts (EmbeddingRows), where the base trainer holds token rows.
     train_rows: Any
     eval_rows: Any
@@ -171,44 +235,21 @@ class EmbeddingTrainer(MLXTrainer):
         self.control = self._fire("on_init_end")
 
     def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
-        size, seed = self.global_train_batch_size, self.args.seed
         if self.sampler == "no_duplicates":
-            return no_duplicate_batches(self.train_rows, size, seed, epoch)
-        order = np.random.default_rng((seed, epoch)).permutation(len(self.train_rows))
-        return [order[start : start + size] for start in range(0, len(order), size)]
+            return no_duplicate_batches(self.train_rows, self.global_train_batch_size, self.args.seed, epoch)
+        return super()._epoch_batches(epoch)
 
-    def compute_loss(self, model: Any, columns: List[List[str]], labels: Optional[mx.array]) -> mx.array:
-        embeddings = [model.embed(texts, prompt) for texts, prompt in zip(columns, self.prompts)]
-        return self.loss_function(embeddings, labels)
+    def compute_loss(self, model: Any, columns: List[Any], labels: Optional[mx.array]) -> mx.array:
+        """The loss over each column's token batch (`EmbeddingRows.batch`)."""
+        return self.loss_function([model(*batch) for batch in columns], labels)
 
-    def _build_step_functions(self) -> None:
-        model, optimizer = self.model, self.optimizer
-        self._loss_and_grad = nn.value_and_grad(model, self.compute_loss)
+    def _train(self, resume_from_checkpoint: Any) -> Any:
+        # Every row is tokenized once, ahead of the steps, as mlx-embeddings-lora's rows come already tokenized.
+        self.train_rows.tokenize(self.model, self.prompts)
+        return super()._train(resume_from_checkpoint)
 
-        def apply_update(grads: Any) -> mx.array:
-            optimizer.update(model, grads)
-            return optimizer.step
-
-        self._apply_update = apply_update
-
-    def _gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
-        """The step's loss and gradients: each micro-batch's mean loss, averaged over the micro-batches."""
-        self._fire("on_step_begin")
-        mx.random.seed(self.args.seed + self.state.global_step)
-        grads, step_loss = None, mx.array(0.0)
-        for position, indices in enumerate(group):
-            columns, labels = self.train_rows.batch(indices)
-            loss, micro_grads = self._loss_and_grad(self.model, columns, labels)
-            grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
-            step_loss = step_loss + loss
-            self._samples_seen += len(indices)
-            mx.eval(grads, step_loss)
-            if position < len(group) - 1:
-                self._fire("on_substep_end")
-        count = len(group)
-        if count > 1:
-            grads = tree_map(lambda g: g / count, grads)
-        return grads, step_loss / count
+    def _micro_batch(self, indices: np.ndarray) -> Tuple[Any, ...]:
+        return self.train_rows.batch(indices, self.model, self.prompts)
 
     def evaluate(self) -> dict:
         """The eval loss over the eval rows (batch means weighted by rows), and the evaluator's metrics if given."""
@@ -221,7 +262,7 @@ class EmbeddingTrainer(MLXTrainer):
             total = 0.0
             for begin in range(0, len(order), size):
                 indices = order[begin : begin + size]
-                columns, labels = self.eval_rows.batch(indices)
+                columns, labels = self.eval_rows.batch(indices, self.model, self.prompts)
                 total += self.compute_loss(self.model, columns, labels).item() * len(indices)
                 self._fire("on_prediction_step")
             metrics["eval_loss"] = total / len(self.eval_rows)
