@@ -160,7 +160,8 @@ class FakeQuantizedEmbedding(nn.Embedding):
 
     @classmethod
     def from_embedding(cls, embedding: nn.Embedding, bits: int) -> "FakeQuantizedEmbedding":
-        layer = cls(*embedding.weight.shape, bits)
+        rows, dims = embedding.weight.shape
+        layer = cls(rows, dims, bits)
         layer.update(embedding.parameters())
         if not embedding.trainable_parameters():
             layer.freeze()
@@ -312,6 +313,8 @@ def _quantized_embedding(embedding: FakeQuantizedEmbedding) -> nn.QuantizedEmbed
     """The MLX quantized embedding holding the rows the fake-quantized one computed with, one scale per row."""
     weight = embedding.weight
     group_size = _row_group_size(weight.shape[-1])
+    if group_size is None:  # prepare_qat fake-quantizes only embeddings whose width an MLX group divides
+        raise ValueError(f"an embedding {weight.shape[-1]} wide has no MLX quantization group that divides it")
     layer = nn.QuantizedEmbedding.from_embedding(nn.Embedding(*weight.shape), group_size, embedding._bits)
     codes, scales = symmetric_codes(weight, embedding._bits, weight.shape[-1])
     layer.weight, layer.scales, layer.biases = _packed_symmetric(

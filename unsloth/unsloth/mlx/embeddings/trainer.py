@@ -10,7 +10,7 @@ with its prompt, and the loss is the notebook's sentence-transformers loss compu
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -147,6 +147,8 @@ class MeanLossTrainer(MLXTrainer):
 
     def _micro_batch(self, indices: np.ndarray) -> Tuple[Any, ...]:
         raise NotImplementedError
+
+    compute_loss: Callable[..., mx.array]  # each subclass defines it over its own micro-batch inputs
 
     def _epoch_batches(self, epoch: int) -> List[np.ndarray]:
         order = np.random.default_rng((self.args.seed, epoch)).permutation(len(self.train_rows))
