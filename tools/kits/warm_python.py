@@ -13,6 +13,7 @@ cold start that imports them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -69,8 +70,10 @@ class WarmPython:
         return subprocess.CompletedProcess(list(command), answer["returncode"], out, err)
 
     def close(self) -> None:
-        if self._server.poll() is None:
+        # Closed whether or not the server still runs: an exited server's open pipe warns when collected.
+        with contextlib.suppress(BrokenPipeError):
             self._server.stdin.close()  # type: ignore[union-attr]
+        if self._server.poll() is None:
             try:
                 self._server.wait(timeout=10)
             except subprocess.TimeoutExpired:
