@@ -40,6 +40,10 @@ FAKE_NOX = textwrap.dedent(
     print(f"fake nox running {name}")
     if name.startswith("slow"):
         time.sleep(1.5)
+    if name.startswith("busy"):
+        # CPU time in a grandchild: what pytest's subprocesses burn counts toward the session's.
+        burn = "import time; end = time.process_time() + 0.6; any(iter(lambda: time.process_time() >= end, True))"
+        subprocess.run([sys.executable, "-c", burn])
     if name.startswith("leaky"):
         # A grandchild in a session of its own, as a daemon a test forgot would be: outside the process group.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
@@ -146,6 +150,7 @@ def test_the_lanes_run_every_session_and_fail_the_bad_the_slow_and_the_leaky(tmp
         ci_lanes.Session("tested", "tested", 60),
         ci_lanes.Session("bad", "bad", 60),
         ci_lanes.Session("leaky", "leaky", 60),
+        ci_lanes.Session("busy", "busy", 60),
     ]
     out = io.StringIO()
     lanes = ci_lanes.Lanes([sys.executable, str(fake)], 2, out, tmp_path / "work", checkout)
@@ -157,6 +162,8 @@ def test_the_lanes_run_every_session_and_fail_the_bad_the_slow_and_the_leaky(tmp
     assert results["slow-over-budget"].returncode == 0 and results["slow-over-budget"].over_budget
     assert results["leaky"].returncode == 0 and len(results["leaky"].leftovers) == 1
     assert "time.sleep(120)" in results["leaky"].leftovers[0]
+    # CPU seconds are the session's and its descendants': a sleeping session uses little, a busy one its work.
+    assert results["busy"].cpu_seconds >= 0.6 and results["slow-over-budget"].cpu_seconds < 0.6
     assert "leaky left a process behind" in text and "over its budget of 1 s" in text
     assert "fake nox running tested" in text  # each session's log is printed
     # Each session ran in a fresh copy: the uncommitted edit is there, the ignored build output is not.
@@ -170,6 +177,7 @@ def test_the_lanes_run_every_session_and_fail_the_bad_the_slow_and_the_leaky(tmp
     closing = summary.getvalue().splitlines()
     assert closing[-1] == "tests: 3 passed, 0 failed, 1 skipped"
     assert "failed: bad, leaky, slow-over-budget" in closing
+    assert "busy | passed |" in summary.getvalue() and any(line.startswith("cpu |") for line in closing)
     # Two lanes: the 1.5 s session ran beside the others, not before them.
     assert wall < 1.5 + 3
 

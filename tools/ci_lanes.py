@@ -47,6 +47,7 @@ class Session:
     budget_name: str  # its row in the budget table: the session function's name, `datasets`
     budget: int
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # user and system time of nox and everything it waited for
     returncode: Optional[int] = None
     leftovers: list[str] = field(default_factory=list)
 
@@ -147,9 +148,13 @@ class Lanes:
                     running[self._start(session)] = (session, clock())
                     print(f"lanes > {_stamp(clock() - started)} started {session.run_name}", file=self.out, flush=True)
                 time.sleep(0.5)
-                for process in [process for process in running if process.poll() is not None]:
+                for process in list(running):
+                    cpu_seconds = _reap_if_done(process)
+                    if cpu_seconds is None:
+                        continue
                     session, began = running.pop(process)
                     session.seconds, session.returncode = clock() - began, process.returncode
+                    session.cpu_seconds = cpu_seconds
                     self._reap(session, process.pid)
                     self._report(session, self.log_path(session).read_text(errors="replace"), clock() - started)
         finally:
@@ -207,16 +212,38 @@ class Lanes:
             )
 
 
+def _reap_if_done(process: subprocess.Popen) -> Optional[float]:
+    """The ended process's CPU seconds (its own and its waited-for descendants'), or None while it runs."""
+    if not hasattr(os, "wait4"):
+        return None if process.poll() is None else 0.0  # Windows: no rusage, so no CPU figure
+    pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+    if pid == 0:
+        return None
+    process.returncode = os.waitstatus_to_exitcode(status)  # Popen now knows, and never waits on the pid again
+    return usage.ru_utime + usage.ru_stime
+
+
 def summarize(sessions: Sequence[Session], wall: float, whole_budget: int, logs: Mapping[str, str], out: TextIO) -> int:
     """The closing table, and 0 when every session passed inside its budget and the run inside the whole budget."""
-    print("\nsession | result | seconds | budget", file=out)
+    print("\nsession | result | seconds | budget | cpu seconds", file=out)
     for session in sorted(sessions, key=lambda session: session.run_name):
         result = "passed" if session.passed else ("over budget" if session.returncode == 0 else "FAILED")
         if session.returncode == 0 and session.leftovers:
             result = "left processes"
-        print(f"{session.run_name} | {result} | {session.seconds:.0f} | {session.budget}", file=out)
+        print(
+            f"{session.run_name} | {result} | {session.seconds:.0f} | {session.budget} | {session.cpu_seconds:.0f}",
+            file=out,
+        )
+    cpu = sum(session.cpu_seconds for session in sessions)
     print(
-        f"{WHOLE_RUN} | {'passed' if wall <= whole_budget else 'over budget'} | {wall:.0f} | {whole_budget}", file=out
+        f"{WHOLE_RUN} | {'passed' if wall <= whole_budget else 'over budget'} | {wall:.0f} | {whole_budget} | {cpu:.0f}",
+        file=out,
+    )
+    # Near the cores' whole capacity, only less work shortens the run; well below it, another lane would.
+    cores = os.cpu_count() or 1
+    print(
+        f"cpu | {cpu:.0f} s used of the {cores} cores' {cores * wall:.0f} s ({cpu / max(cores * wall, 1e-9):.0%})",
+        file=out,
     )
     totals: dict[str, int] = {}
     for text in logs.values():
