@@ -139,7 +139,8 @@ class Lanes:
     def run(self, sessions: Sequence[Session], clock: Callable[[], float] = time.monotonic) -> float:
         """Run every session; returns the wall time of the whole run. Stopped early, it ends every running session."""
         (self.work / "logs").mkdir(parents=True, exist_ok=True)
-        waiting, running = list(sessions), {}
+        waiting = list(sessions)
+        running: dict[subprocess.Popen, tuple[Session, float]] = {}
         started = clock()
         try:
             while waiting or running:
