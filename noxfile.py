@@ -18,7 +18,7 @@ import nox
 # The `nox` console script does not put the noxfile's folder on sys.path, and tools/ lives there.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tools import llama_cpp_build, pip_settings  # noqa: E402
+from tools import llama_cpp_build, mlx_test_blas, pip_settings  # noqa: E402
 from tools.pins import PINS_OFF_VARIABLE, pins_file  # noqa: E402
 
 nox.needs_version = ">=2024.3.2"
@@ -147,6 +147,7 @@ def mlx(session: nox.Session) -> None:
         "--ignore=tests/mlx_api/with_llama_cpp",
         "--expect-trl=absent",
         *session.posargs,
+        env=_mlx_blas(session),
     )
 
 
@@ -164,6 +165,7 @@ def mlx_trl(session: nox.Session) -> None:
         "tests/mlx_api/test_fast_inference.py",
         "--expect-trl=installed",
         *session.posargs,
+        env=_mlx_blas(session),
     )
 
 
@@ -173,7 +175,9 @@ def mlx_torch(session: nox.Session) -> None:
     torch_side = dict.fromkeys([*SPEECH_NEEDS, *SENTENCE_TRANSFORMERS])  # both want peft
     _install_packages(session, *MLX_DEPS, *MLX_VLM_NEEDS, "torch==2.13.0", "accelerate", "trl", *torch_side)
     session.install("--no-deps", MLX_VLM, MLX_AUDIO, MLX_EMBEDDINGS, MLX_EMBEDDINGS_LORA)
-    session.run("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs)
+    session.run(
+        "pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py", *session.posargs, env=_mlx_blas(session)
+    )
 
 
 @nox.session
@@ -190,7 +194,16 @@ def llama_cpp(session: nox.Session) -> None:
     # A vision model's GGUF with its mmproj, read by libmtmd; an embedding model's GGUF read by llama.cpp's bert.
     session.install("--no-deps", MLX_VLM, MLX_EMBEDDINGS)
     # Each family's file trains and runs on one core, so the files go to one worker per core.
-    session.run("pytest", "tests/mlx_api/with_llama_cpp", "-n", "auto", "--dist", "loadscope", *session.posargs)
+    session.run(
+        "pytest",
+        "tests/mlx_api/with_llama_cpp",
+        "-n",
+        "auto",
+        "--dist",
+        "loadscope",
+        *session.posargs,
+        env=_mlx_blas(session),
+    )
 
 
 @nox.session(default=False)
@@ -264,6 +277,13 @@ def lock(session: nox.Session) -> None:
 def latest(session: nox.Session) -> None:
     """Run the default sessions against the newest releases and list which pinned versions moved."""
     session.run(sys.executable, "tools/pins.py", "latest", *session.posargs, external=True)
+
+
+def _mlx_blas(session: nox.Session) -> dict[str, str]:
+    """MKL under MLX for this session's tests (tools/mlx_test_blas.py says why); nothing where it is not wanted."""
+    if mlx_test_blas.wanted():
+        session.install("--no-deps", mlx_test_blas.MKL)
+    return mlx_test_blas.environment(session.virtualenv.location)
 
 
 def _install_packages(session: nox.Session, *extra: str) -> None:
