@@ -105,6 +105,11 @@ def test_generate_refuses_what_it_does_not_build(ending_whisper) -> None:
         model.generate(inputs, language="en", do_sample=True)
     with pytest.raises(NotImplementedError, match="temperature"):
         model.generate(inputs, language="en", num_beams=2, temperature=0.5)
+    # transformers' checks, as it makes them.
+    with pytest.raises(ValueError, match=r"num_return_sequences \(3\) has to be at most num_beams \(2\)"):
+        model.generate(inputs, language="en", num_beams=2, num_return_sequences=3)
+    with pytest.raises(ValueError, match="early_stopping must be a boolean or 'never'"):
+        model.generate(inputs, language="en", num_beams=2, early_stopping="soon")
     # mlx-audio's own call on a waveform decodes greedily; beam search is transformers' call on input_features.
     with pytest.raises(NotImplementedError, match="input_features"):
         model.generate(clip(0), num_beams=4)

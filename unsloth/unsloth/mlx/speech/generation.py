@@ -109,7 +109,18 @@ def resolve_decoding(settings: Any, prompt: Sequence[int], new_tokens: int, chos
         value = _chosen(name, chosen, settings, None)
         if value not in off:
             raise NotImplementedError(f"{name}={value!r} on MLX Whisper: that decoding rule is not built")
-    beams = int(_chosen("num_beams", chosen, settings, 1))
+    beams, copies = (
+        int(_chosen("num_beams", chosen, settings, 1)),
+        int(_chosen("num_return_sequences", chosen, settings, 1)),
+    )
+    early = _chosen("early_stopping", chosen, settings, False)
+    # transformers' own checks of these values, with its messages' facts.
+    if beams < 1 or copies > beams or (copies > 1 and beams == 1):
+        raise ValueError(
+            f"num_return_sequences ({copies}) has to be at most num_beams ({beams}), and 1 without beam search"
+        )
+    if early not in (True, False, "never"):
+        raise ValueError(f"early_stopping must be a boolean or 'never', but is {early!r}")
     return Decoding(
         prompt=tuple(prompt),
         new_tokens=new_tokens,
@@ -118,8 +129,8 @@ def resolve_decoding(settings: Any, prompt: Sequence[int], new_tokens: int, chos
         suppressed_first=_ids(_chosen("begin_suppress_tokens", chosen, settings, None)),
         num_beams=beams,
         length_penalty=float(_chosen("length_penalty", chosen, settings, 1.0)),
-        early_stopping=_chosen("early_stopping", chosen, settings, False),
-        copies=int(_chosen("num_return_sequences", chosen, settings, 1)),
+        early_stopping=early,
+        copies=copies,
     )
 
 
