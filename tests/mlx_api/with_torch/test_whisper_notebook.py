@@ -410,8 +410,9 @@ def test_whisper_evaluates_and_transcribes_as_transformers_does(whisper_folder, 
     assert [entry["step"] for entry in trainer.state.log_history if "eval_wer" in entry] == [1]
 
 
-def test_whisper_generate_refuses_beam_search_by_name(whisper_folder) -> None:
-    """mlx-audio's Whisper `generate` has no beam search and drops an unknown `num_beams` silently: refused here."""
+def test_whisper_generate_on_a_waveform_refuses_beams_by_name(whisper_folder) -> None:
+    """mlx-audio's own `generate` on a waveform decodes greedily and would drop `num_beams` silently: refused here,
+    naming transformers' call on `input_features`, which has beam search (test_whisper_beam_search.py)."""
     model, _ = load_notebook_model(whisper_folder)
-    with pytest.raises(NotImplementedError, match="num_beams=4"):
+    with pytest.raises(NotImplementedError, match="num_beams=4.*input_features"):
         model.generate(clip(0), num_beams=4)

@@ -55,20 +55,22 @@ class TextClassifier:
 
 
 def _mlx_whisper_pipeline(model: Any, kwargs: dict) -> Any:
-    from ..speech.transcribe import NO_EFFECT, WhisperTranscriber
+    from ..speech.transcribe import GENERATE_KEYWORDS, NO_EFFECT, WhisperTranscriber
 
     processor = kwargs.pop("processor", None)
     tokenizer = kwargs.pop("tokenizer", None) or getattr(processor, "tokenizer", None)
     feature_extractor = kwargs.pop("feature_extractor", None) or getattr(processor, "feature_extractor", None)
     if tokenizer is None or feature_extractor is None:
         raise TypeError("the MLX Whisper pipeline needs tokenizer= and feature_extractor= (or processor=)")
+    generate_kwargs = dict(kwargs.pop("generate_kwargs", None) or {})
+    generate_kwargs.update({name: kwargs.pop(name) for name in GENERATE_KEYWORDS if name in kwargs})
     ignored = sorted(name for name in kwargs if name in NO_EFFECT)
     if ignored:
         warnings.warn(f"{', '.join(ignored)}: no effect on MLX", RuntimeWarning, stacklevel=3)
     unknown = sorted(name for name in kwargs if name not in NO_EFFECT)
     if unknown:
         raise NotImplementedError(f"the MLX Whisper pipeline cannot honour {', '.join(unknown)}")
-    return WhisperTranscriber(model, tokenizer, feature_extractor)
+    return WhisperTranscriber(model, tokenizer, feature_extractor, generate_kwargs)
 
 
 def route_pipeline(module: ModuleType) -> None:

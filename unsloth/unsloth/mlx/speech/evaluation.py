@@ -2,7 +2,7 @@
 # Copyright 2026 the unsloth authors.
 """Whisper's evaluation as transformers' `Seq2SeqTrainer` runs it: the eval loss (each batch's token mean, credited
 with the eval batch size, a short last batch too) and `compute_metrics` on `EvalPrediction(predictions=(logits, encoder_last_hidden_state),
-label_ids=labels)`, or with `predict_with_generate` on the generated ids (`generation.py`), padded across batches with
+label_ids=labels)`, or with `predict_with_generate` on the ids Whisper's `generate` gives (`generation.py`), padded across batches with
 -100 as transformers pads them; `trainer.predict(test_dataset)` returns the same pass as a `PredictionOutput`."""
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from typing import Any, Callable, List, NamedTuple, Optional
 import mlx.core as mx
 import numpy as np
 
-from .generation import generated_batch
+from .generation import DEFAULT_MAX_LENGTH, generate_ids, new_token_budget, resolve_decoding, whisper_prompt
 from .training import IGNORED, WhisperRows, whisper_loss
+
+# The generation keywords `trainer.predict(test_dataset, **gen_kwargs)` honours; any other is refused by name.
+PREDICT_KEYWORDS = ("max_length", "max_new_tokens", "num_beams", "length_penalty", "early_stopping", "do_sample")
 
 
 def _padded(arrays: List[np.ndarray], fill: float) -> np.ndarray:
@@ -26,6 +29,57 @@ def _padded(arrays: List[np.ndarray], fill: float) -> np.ndarray:
         for array in arrays
     ]
     return np.concatenate(padded, axis=0)
+
+
+def _pad_id(trainer: Any) -> int:
+    """`Seq2SeqTrainer._pad_tensors_to_max_len`'s padding: the processing class's, else the model config's."""
+    owner = getattr(trainer, "processing_class", None)
+    if owner is not None and hasattr(owner, "pad_token_id"):
+        return owner.pad_token_id if owner.pad_token_id is not None else owner.eos_token_id
+    return int(trainer.model.config.pad_token_id)
+
+
+def _padded_to(rows: List[List[int]] | np.ndarray, width: int, fill: int) -> np.ndarray:
+    longest = max([width, *(len(row) for row in rows)])
+    out = np.full((len(rows), longest), fill, dtype=np.int64)
+    for slot, row in enumerate(rows):
+        out[slot, : len(row)] = row
+    return out
+
+
+def _requested(requested: Optional[dict]) -> dict:
+    chosen = {name: value for name, value in (requested or {}).items() if value is not None}
+    unknown = sorted(set(chosen) - set(PREDICT_KEYWORDS))
+    if unknown:
+        raise NotImplementedError(
+            f"trainer.predict on MLX Whisper takes {', '.join(PREDICT_KEYWORDS)}; it cannot honour {', '.join(unknown)}"
+        )
+    return chosen
+
+
+def generated_batch(trainer: Any, mels: np.ndarray, labels: np.ndarray, requested: Optional[dict] = None) -> tuple:
+    """One eval batch's ids as `Seq2SeqTrainer.prediction_step` gets them from Whisper's `generate` (greedy, or beam
+    search with `generation_num_beams`), and its labels, each padded to the model's generation max_length;
+    `requested` (predict's keywords) comes before the training arguments, as in `Seq2SeqTrainer.predict`."""
+    args, model = trainer.args, trainer.model
+    settings = model.generation_config
+    chosen = _requested(requested)
+    beams = chosen.get("num_beams", args.generation_num_beams)
+    if beams is not None:
+        chosen["num_beams"] = beams
+    prompt = whisper_prompt(settings)
+    max_length, max_new = chosen.pop("max_length", None), chosen.pop("max_new_tokens", None)
+    if max_length is None and max_new is None:
+        max_length, max_new = args.generation_max_length, settings.max_new_tokens
+    if max_length is None:
+        max_length = settings.max_length
+    else:
+        max_new = None
+    new_tokens = new_token_budget(model.config.max_target_positions, len(prompt), max_length, max_new)
+    rows = generate_ids(model, mels, resolve_decoding(settings, prompt, new_tokens, chosen))
+    generated = _padded_to(rows, 0, settings.pad_token_id)
+    width, fill = settings.max_length or DEFAULT_MAX_LENGTH, _pad_id(trainer)
+    return _padded_to(list(generated), width, fill), _padded_to(list(labels), width, fill)
 
 
 def _batch(rows: WhisperRows, indices: range, pad_token: int) -> tuple:

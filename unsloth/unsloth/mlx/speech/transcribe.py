@@ -1,48 +1,47 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """Whisper transcription on MLX, behind transformers' `pipeline("automatic-speech-recognition", model=model, ...)`:
-greedy decoding after the tokenizer's forced prefix (`<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`)
-until `<|endoftext|>`, as the notebook's training labels run."""
+the tokenizer's forced prefix (`<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`), then Whisper's
+`generate` (`generation.py`: greedy, or beam search with `generate_kwargs={"num_beams": ...}`) until
+`<|endoftext|>`, as the notebook's training labels run."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
-import mlx.core as mx
 import numpy as np
+
+from .generation import generate_ids, new_token_budget, resolve_decoding
 
 # What the notebook's pipeline call passes that changes nothing on MLX: the model keeps its own dtype and device.
 NO_EFFECT = ("torch_dtype", "dtype", "device", "device_map", "return_language", "framework")
+# What the MLX pipeline hands to Whisper's generate, in `generate_kwargs` or as keywords of their own, as
+# transformers' pipeline takes them; any other call option (timestamps, chunking) is refused by name.
+GENERATE_KEYWORDS = ("num_beams", "length_penalty", "early_stopping", "max_new_tokens", "max_length", "do_sample")
 
 
-def greedy_ids(model: Any, mel: np.ndarray, prompt: List[int], end_token: int, new_tokens: int) -> List[int]:
-    """The ids generated after `prompt` for one clip's mel frames (frames first), greedy, with the model's
-    `generation_config.suppress_tokens` never chosen and its `begin_suppress_tokens` not chosen first, as
-    transformers' Whisper logits processors do."""
-    settings = getattr(model, "generation_config", None)
-    suppressed = list(getattr(settings, "suppress_tokens", None) or [])
-    at_begin = list(getattr(settings, "begin_suppress_tokens", None) or [])
-    audio = model.encoder(mx.array(mel[None]).astype(model.dtype))
-    logits, cache, _ = model.decoder(mx.array([prompt]), audio)
-    generated: List[int] = []
-    while len(generated) < new_tokens:
-        scores = logits[0, -1].astype(mx.float32)
-        banned = suppressed + (at_begin if not generated else [])
-        if banned:
-            scores[mx.array(banned)] = -mx.inf
-        token = int(mx.argmax(scores).item())
-        if token == end_token:
-            break
-        generated.append(token)
-        logits, cache, _ = model.decoder(mx.array([[token]]), audio, kv_cache=cache)
-    return generated
+def checked_generate_kwargs(generate_kwargs: Optional[dict]) -> dict:
+    chosen = dict(generate_kwargs or {})
+    unknown = sorted(set(chosen) - set(GENERATE_KEYWORDS))
+    if unknown:
+        raise NotImplementedError(
+            f"the MLX Whisper pipeline hands {', '.join(GENERATE_KEYWORDS)} to generate; it cannot honour "
+            f"{', '.join(unknown)}"
+        )
+    return chosen
 
 
-def greedy_transcription(model: Any, tokenizer: Any, mel: np.ndarray) -> List[int]:
-    """The ids generated after the tokenizer's forced prefix until `<|endoftext|>` or the decoder's last position."""
+def transcription_ids(model: Any, tokenizer: Any, mel: np.ndarray, generate_kwargs: dict) -> List[int]:
+    """The ids generated after the tokenizer's forced prefix until `<|endoftext|>` or the generation config's
+    length, with its suppressed tokens, as transformers' Whisper `generate` gives them."""
     prefix = list(tokenizer.prefix_tokens)
-    return greedy_ids(model, mel, prefix, tokenizer.eos_token_id, model.dims.n_text_ctx - len(prefix))
+    settings = model.generation_config
+    chosen = {**generate_kwargs, "eos_token_id": tokenizer.eos_token_id}
+    max_length = chosen.pop("max_length", settings.max_length)
+    max_new = chosen.pop("max_new_tokens", settings.max_new_tokens)
+    new_tokens = new_token_budget(model.dims.n_text_ctx, len(prefix), max_length, max_new)
+    return generate_ids(model, mel[None], resolve_decoding(settings, prefix, new_tokens, chosen))[0]
 
 
 def _waveform(inputs: Any, sampling_rate: int) -> np.ndarray:
@@ -75,22 +74,23 @@ class WhisperTranscriber:
 
     task = "automatic-speech-recognition"
 
-    def __init__(self, model: Any, tokenizer: Any, feature_extractor: Any) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, feature_extractor: Any, generate_kwargs: Optional[dict] = None
+    ) -> None:
         self.model, self.tokenizer, self.feature_extractor = model, tokenizer, feature_extractor
+        self.generate_kwargs = checked_generate_kwargs(generate_kwargs)
 
-    def transcribe(self, inputs: Any) -> Dict[str, str]:
+    def transcribe(self, inputs: Any, generate_kwargs: dict) -> Dict[str, str]:
         rate = self.feature_extractor.sampling_rate
         features = self.feature_extractor(_waveform(inputs, rate), sampling_rate=rate).input_features[0]
         # transformers' features are (mel bins, frames); mlx-audio's model reads frames first.
-        ids = greedy_transcription(self.model, self.tokenizer, np.asarray(features, dtype=np.float32).T)
+        mel = np.asarray(features, dtype=np.float32).T
+        ids = transcription_ids(self.model, self.tokenizer, mel, generate_kwargs)
         return {"text": self.tokenizer.decode(ids, skip_special_tokens=True)}
 
-    def __call__(self, inputs: Any, **kwargs: Any) -> Any:
-        if kwargs:
-            raise NotImplementedError(
-                f"the MLX Whisper pipeline transcribes greedily with the forced prefix; it cannot honour "
-                f"{', '.join(sorted(kwargs))}"
-            )
+    def __call__(self, inputs: Any, generate_kwargs: Optional[dict] = None, **kwargs: Any) -> Any:
+        # Keyword by keyword, the call's come before the pipeline's, as transformers' pipeline merges them.
+        chosen = {**self.generate_kwargs, **checked_generate_kwargs({**(generate_kwargs or {}), **kwargs})}
         if isinstance(inputs, list):
-            return [self.transcribe(one) for one in inputs]
-        return self.transcribe(inputs)
+            return [self.transcribe(one, chosen) for one in inputs]
+        return self.transcribe(inputs, chosen)

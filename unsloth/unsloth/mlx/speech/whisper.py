@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional, Tuple
 
 import mlx.core as mx
+import numpy as np
 
 # transformers' Whisper names -> mlx-audio's, for the linears LoRA can wrap.
 MLX_NAMES = {
@@ -34,14 +35,79 @@ MLP_RATIO = 4
 SOURCE_ATTRIBUTE = "_unsloth_whisper_source"
 
 
-def _generate_without_beams(audio_generate: Any) -> Any:
-    """mlx-audio's `generate`, refusing transformers' `num_beams` above 1, which it would drop without a word."""
+# transformers' Whisper `generate` keywords honoured for `input_features`; attention_mask only counts frames for
+# long-form audio, which one window never is.
+GENERATE_KEYWORDS = frozenset(
+    {
+        "num_beams",
+        "num_return_sequences",
+        "length_penalty",
+        "early_stopping",
+        "max_new_tokens",
+        "max_length",
+        "language",
+        "task",
+        "do_sample",
+        "suppress_tokens",
+        "begin_suppress_tokens",
+    }
+)
+NO_EFFECT_KEYWORDS = frozenset({"attention_mask", "use_cache"})
 
-    def generate(*args: Any, num_beams: Optional[int] = None, **kwargs: Any) -> Any:
-        if num_beams is not None and num_beams > 1:
+
+def _transformers_generate(model: Any, input_features: Any, kwargs: dict) -> Any:
+    """transformers' `WhisperForConditionalGeneration.generate(input_features, ...)` on clips of one window: the ids
+    after the prompt, right-padded with the pad token, a torch tensor for torch features and numpy otherwise."""
+    from .generation import generate_ids, new_token_budget, resolve_decoding, whisper_prompt
+
+    unknown = sorted(set(kwargs) - GENERATE_KEYWORDS - NO_EFFECT_KEYWORDS)
+    if unknown:
+        raise NotImplementedError(
+            f"model.generate(input_features, ...) on MLX Whisper takes {', '.join(sorted(GENERATE_KEYWORDS))}; it "
+            f"cannot honour {', '.join(unknown)}"
+        )
+    features = np.asarray(
+        input_features.detach().cpu().float().numpy() if hasattr(input_features, "detach") else input_features,
+        dtype=np.float32,
+    )
+    frames = 2 * model.dims.n_audio_ctx
+    if features.ndim != 3 or features.shape[1:] != (model.dims.n_mels, frames):
+        raise NotImplementedError(
+            f"model.generate on MLX Whisper takes input_features of shape (clips, {model.dims.n_mels}, {frames}), "
+            f"one window each, as the feature extractor pads them; got {features.shape} (long-form audio is not built)"
+        )
+    settings = model.generation_config
+    prompt = whisper_prompt(settings, kwargs.get("language"), kwargs.get("task"))
+    max_length = kwargs.get("max_length", settings.max_length)
+    max_new = kwargs.get("max_new_tokens", settings.max_new_tokens)
+    new_tokens = new_token_budget(model.dims.n_text_ctx, len(prompt), max_length, max_new)
+    chosen = {name: kwargs[name] for name in GENERATE_KEYWORDS - {"language", "task"} if name in kwargs}
+    rows = generate_ids(model, features.transpose(0, 2, 1), resolve_decoding(settings, prompt, new_tokens, chosen))
+    ids = np.full((len(rows), max(map(len, rows))), settings.pad_token_id, dtype=np.int64)
+    for slot, row in enumerate(rows):
+        ids[slot, : len(row)] = row
+    if hasattr(input_features, "detach"):
+        import torch
+
+        return torch.from_numpy(ids)
+    return ids
+
+
+def _whisper_generate(model: Any, audio_generate: Any) -> Any:
+    """`generate` as transformers' Whisper takes it (`input_features`, greedy or beam search), and as mlx-audio's
+    transcription call (a waveform or a path), which is greedy and would drop `num_beams` without a word."""
+
+    def generate(*args: Any, input_features: Any = None, **kwargs: Any) -> Any:
+        if input_features is None and args and getattr(args[0], "ndim", None) == 3:
+            input_features, args = args[0], args[1:]
+        if input_features is not None and not args:
+            return _transformers_generate(model, input_features, kwargs)
+        beams = kwargs.pop("num_beams", None)
+        if beams is not None and beams > 1:
             raise NotImplementedError(
-                f"model.generate(num_beams={num_beams}) on MLX Whisper: beam search is not built (mlx-audio's "
-                "decoder is greedy and would ignore num_beams); leave num_beams at 1"
+                f"model.generate(audio, num_beams={beams}) on MLX Whisper: mlx-audio's transcription call decodes "
+                "greedily and would ignore num_beams; pass the feature extractor's input_features, as transformers' "
+                "Whisper takes them (model.generate(input_features=..., num_beams=...)), for beam search"
             )
         return audio_generate(*args, **kwargs)
 
@@ -99,7 +165,7 @@ def load_whisper(
     mx.eval(model.parameters())
     setattr(model, WHISPER_MARK, True)
     setattr(model, SOURCE_ATTRIBUTE, str(folder))
-    model.generate = _generate_without_beams(model.generate)
+    model.generate = _whisper_generate(model, model.generate)
     model.config = config
     try:
         model.generation_config = GenerationConfig.from_pretrained(str(folder))
