@@ -116,8 +116,8 @@ def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
 def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
     from unsloth.mlx.gguf.projectors import projector_for
 
-    with pytest.raises(NotImplementedError, match="model_type .glm4v.*writes its projector as glm4v"):
-        projector_for({"model_type": "glm4v"})
+    with pytest.raises(NotImplementedError, match="model_type .glm4v_moe.*writes its projector as glm4v"):
+        projector_for({"model_type": "glm4v_moe"})
     with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
         projector_for({"model_type": "mllama"})
 
