@@ -116,8 +116,8 @@ def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
 def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
     from unsloth.mlx.gguf.projectors import projector_for
 
-    with pytest.raises(NotImplementedError, match="model_type .glm4v_moe.*writes its projector as glm4v"):
-        projector_for({"model_type": "glm4v_moe"})
+    with pytest.raises(NotImplementedError, match="model_type .glm_ocr.*writes its projector as glm4v"):
+        projector_for({"model_type": "glm_ocr"})
     with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
         projector_for({"model_type": "mllama"})
 
@@ -556,13 +556,18 @@ _GLM4V_TYPES = {
 }
 
 
-def test_glm4v_gets_a_glm4_language_model_with_rope_sections_and_llama_cpps_glm4v_projector(tmp_path) -> None:
-    from tools.kits.tiny_vlm_glm4v import build_tiny_glm4v
+@pytest.mark.parametrize(
+    ("builder", "architecture"), [("build_tiny_glm4v", "glm4"), ("build_tiny_glm4v_moe", "glm4moe")]
+)
+def test_glm4v_and_glm4v_moe_get_their_language_model_with_rope_sections_and_llama_cpps_glm4v_projector(
+    tmp_path, builder, architecture
+) -> None:
+    from tools.kits import tiny_vlm_glm4v
 
-    language, projector, weights = _qwen_exported(build_tiny_glm4v(tmp_path / "model"))
-    assert _value(language, "general.architecture") == "glm4"
-    assert list(_value(language, "glm4.rope.dimension_sections")) == [2, 1, 1, 0]
-    assert _value(language, "glm4.rope.dimension_count") == 8  # half of each 16-wide head
+    language, projector, weights = _qwen_exported(getattr(tiny_vlm_glm4v, builder)(tmp_path / "model"))
+    assert _value(language, "general.architecture") == architecture
+    assert list(_value(language, f"{architecture}.rope.dimension_sections")) == [2, 1, 1, 0]
+    assert _value(language, f"{architecture}.rope.dimension_count") == 8  # half of each 16-wide head
     assert {tensor.name: tensor.tensor_type.name for tensor in projector.tensors} == _GLM4V_TYPES
     assert _value(projector, "clip.projector_type") == "glm4v"
     assert _value(projector, "clip.use_silu") is True

@@ -1,14 +1,16 @@
-"""A tiny GLM-4.1V (mlx-vlm `glm4v`) that `mlx_vlm.load` reads offline, with mlx-vlm's own processor.
+"""A tiny GLM-4.1V (mlx-vlm `glm4v`) and GLM-4.5V (`glm4v_moe`) that `mlx_vlm.load` reads offline, with mlx-vlm's own
+processor.
 
 Its tower takes 8-pixel patches with a learned 6 x 6 position grid, so a 48-pixel square is read without resizing the
-grid, and merges them 2 x 2 into 9 image tokens (llama.cpp's fewest for GLM-4V is 8). Its language model rotates a
-quarter of each head by GLM's sectioned multimodal rope.
+grid, and merges them 2 x 2 into 9 image tokens (llama.cpp's fewest for GLM-4V is 8). Its language model rotates
+half of each head by GLM's sectioned multimodal rope; GLM-4.5V's has a dense layer, then four experts (two per token,
+chosen by sigmoid scores) beside a shared one.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict
 
 from tools.kits.tiny_vlm_folder import _model, _save_weights, _write_json, _write_tokenizer
 
@@ -108,14 +110,48 @@ def _preprocessor() -> dict:
     }
 
 
+def glm4v_moe_config(ids: Dict[str, int]) -> dict:
+    """GLM-4.5V: GLM-4.1V's tower under GLM-4.5's experts, its sections rotating halves of the rotated part."""
+    config = glm4v_config(ids)
+    config.update(model_type="glm4v_moe", architectures=["Glm4vMoeForConditionalGeneration"])
+    config["vision_config"] = {**config["vision_config"], "model_type": "glm4v_moe"}
+    config["text_config"] = {
+        **config["text_config"],
+        "model_type": "glm4v_moe_text",
+        "head_dim": 16,
+        "moe_intermediate_size": 32,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "norm_topk_prob": True,
+        "routed_scaling_factor": 1.5,
+        "use_qk_norm": False,
+    }
+    return config
+
+
 def build_tiny_glm4v(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
     """A loadable tiny GLM-4.1V in `folder`; returns its path."""
     from mlx_vlm.models import glm4v
 
+    return _build(folder, glm4v, glm4v_config, seed, vocab_size)
+
+
+def build_tiny_glm4v_moe(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny GLM-4.5V in `folder`; returns its path."""
+    from mlx_vlm.models import glm4v_moe
+
+    return _build(folder, glm4v_moe, glm4v_moe_config, seed, vocab_size)
+
+
+def _build(folder: str | Path, module: Any, config_of: Any, seed: int, vocab_size: int) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    config = glm4v_config(_write_tokenizer(folder, vocab_size, GLM4V_SPECIAL, GLM4V_TEMPLATE))
+    config = config_of(_write_tokenizer(folder, vocab_size, GLM4V_SPECIAL, GLM4V_TEMPLATE))
     _write_json(folder / "config.json", config)
     _write_json(folder / "preprocessor_config.json", _preprocessor())
-    _save_weights(folder, _model(glm4v, config, seed))
+    _save_weights(folder, _model(module, config, seed))
     return folder

@@ -42,11 +42,12 @@ FAMILIES = {
     # GLM-4.1V: 6 x 6 patches of 8 pixels, its learned position grid's size (mlx-vlm resizes that grid bilinearly,
     # llama.cpp bicubically, alike only at its own size), merged 2 x 2; libmtmd writes the image markers itself.
     "glm4v": Family("build_tiny_glm4v", 48, GLM_IMAGE, "<__media__>", "image_token_id"),
+    "glm4v_moe": Family("build_tiny_glm4v_moe", 48, GLM_IMAGE, "<__media__>", "image_token_id"),
 }
 # Tokens the processor writes inside an image that libmtmd counts as image positions (their embeddings in mmproj).
 IMAGE_CHUNK_TOKENS = {"llava": ("[IMG_BREAK]",), "mistral3": ("[IMG_BREAK]",)}
 # Families whose processor bounds an image's pixels times its frames (GLM-4V's counts an image as two).
-FRAMES = {"glm4v": 2}
+FRAMES = {"glm4v": 2, "glm4v_moe": 2}
 # The processor's outputs beside the pixels that the model reads (Qwen's patch grid, Mistral 3's image size, Idefics 3's
 # pixel mask).
 _EXTRAS = ("image_grid", "image_sizes", "pixel_attention_mask")

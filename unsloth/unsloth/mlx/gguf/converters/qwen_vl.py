@@ -4,7 +4,7 @@
 qwen2vl (Qwen 2's layers), Qwen 3 VL's as qwen3vl (Qwen 3's, its sections interleaved and its tower's deepstack
 features added to the first layers), Qwen 3 VL MoE's as qwen3vlmoe (the same, with Qwen 3 MoE's experts), and
 GLM-4.1V's as glm4 (GLM-4's layers, the rotated part of each head reordered from GLM's adjacent pairs to the halves
-llama.cpp's multimodal rope pairs). Each rotates by a multimodal rope whose `mrope_section` llama.cpp reads as
+llama.cpp's multimodal rope pairs) and GLM-4.5V's as glm4moe (GLM-4.5's experts). Each rotates by a multimodal rope whose `mrope_section` llama.cpp reads as
 `rope.dimension_sections`; text positions are equal in every section, so a text-only model rotates as its text
 family does."""
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from ..families import Family, UnsupportedModel
 from .base import Converter, head_dim, rope_parameters
+from .experts import Glm4Moe
 
 # The rope types a Qwen VL config names for its multimodal rope; llama.cpp's qwen2vl applies it from the sections.
 _MROPE_TYPES = {"mrope", "default"}
@@ -89,9 +90,9 @@ class Qwen3VLMoe(Qwen3VL):
         writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
 
 
-class Glm4V(QwenVL):
-    """GLM-4.1V's language model: GLM-4's, a part of each head rotated by sections over adjacent pairs (mlx-vlm's
-    `sectioned_even_odd`), which llama.cpp's multimodal rope pairs as halves: its query and key rows are reordered."""
+class GlmMultimodalRope(Converter):
+    """GLM-4.1V's and GLM-4.5V's multimodal rope: a part of each head rotated by sections, the config's
+    `partial_rotary_factor` of it (0.5 when absent, as mlx-vlm and llama.cpp's converter read it)."""
 
     def refuse(self, config: Dict[str, Any]) -> None:
         model_type = config.get("model_type")
@@ -106,11 +107,23 @@ class Glm4V(QwenVL):
                 f"{2 * sum(rope_sections(config))} of its {self.rotary_dims(config)} rotary dimensions: llama.cpp "
                 "rotates them all by its sections"
             )
+        super().refuse(config)
 
     def rotary_dims(self, config: Dict[str, Any]) -> int:
-        # mlx-vlm's glm4v reads the top-level factor, 0.5 when absent (llama.cpp's converter: rope_parameters', 0.5).
         factor = config.get("partial_rotary_factor") or _rope(config).get("partial_rotary_factor") or 0.5
         return int(head_dim(config) * float(factor))
+
+    def rope_scaling(self, config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None  # the multimodal rope is written as its sections, refused above when anything else
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_rope_dimension_sections(rope_sections(config))
+
+
+class Glm4V(GlmMultimodalRope):
+    """GLM-4.1V's language model, GLM-4's: its sections rotate adjacent pairs (mlx-vlm's `sectioned_even_odd`), which
+    llama.cpp's multimodal rope pairs as halves, so its query and key rows are reordered."""
 
     def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Any]:
         heads = {"q_proj": "num_attention_heads", "k_proj": "num_key_value_heads"}
@@ -118,6 +131,10 @@ class Glm4V(QwenVL):
         if ".self_attn." in name and projection in heads:
             data = pairs_as_halves(data, int(config[heads[projection]]), head_dim(config), self.rotary_dims(config))
         return super().split_weight(name, data, config)
+
+
+class Glm4VMoe(GlmMultimodalRope, Glm4Moe):
+    """GLM-4.5V's language model, GLM-4.5's experts: its sections already rotate halves (`sectioned_half_split`)."""
 
 
 def pairs_as_halves(weight: np.ndarray, heads: int, dims: int, rotary: int) -> np.ndarray:
@@ -134,4 +151,5 @@ CONVERTERS = {
     "qwen3_vl_text": Qwen3VL(Family("qwen3vl")),
     "qwen3_vl_moe_text": Qwen3VLMoe(Family("qwen3vlmoe")),
     "glm4v_text": Glm4V(Family("glm4")),
+    "glm4v_moe_text": Glm4VMoe(Family("glm4moe", key="GLM4_MOE")),
 }

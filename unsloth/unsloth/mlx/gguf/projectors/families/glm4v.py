@@ -3,7 +3,7 @@
 """GLM-4.1V's projector (llama.cpp's `glm4v`): Qwen 2 VL's two-frame patch embedding with a bias, an RMS norm and
 learned positions, RMS-normed blocks with a fused attention projection, 2-D rotary positions and a SwiGLU feed-forward,
 then a 2 x 2 convolution merging patches, a projection with LayerNorm and GELU, and a SwiGLU merger; as
-`Glm4VVisionModel` in llama.cpp's converter."""
+`Glm4VVisionModel` in llama.cpp's converter, which writes the same projector for GLM-4.5V (`glm4v_moe`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ _ACTIVATION = "silu"
 _EPSILON, _POSITIONS, _PATCH = 1e-5, 2304, 16
 
 
-@register("glm4v")
+@register("glm4v", "glm4v_moe")
 class Glm4VProjector(ProjectorFamily):
     projector_type = "glm4v"  # gguf.VisionProjectorType.GLM4V
 
