@@ -116,8 +116,8 @@ def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
 def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
     from unsloth.mlx.gguf.projectors import projector_for
 
-    with pytest.raises(NotImplementedError, match="model_type .glm_ocr.*writes its projector as glm4v"):
-        projector_for({"model_type": "glm_ocr"})
+    with pytest.raises(NotImplementedError, match="model_type .hunyuan_vl.*writes its projector as hunyuanvl"):
+        projector_for({"model_type": "hunyuan_vl"})
     with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
         projector_for({"model_type": "mllama"})
 
@@ -556,26 +556,42 @@ _GLM4V_TYPES = {
 }
 
 
+# GLM-OCR's tower: no learned positions or norm after the patch embedding; biases and per-head query and key norms.
+_GLM_OCR_TYPES = {
+    **{
+        name: kind
+        for name, kind in _GLM4V_TYPES.items()
+        if name not in ("v.position_embd.weight", "v.norm_embd.weight")
+    },
+    **{f"v.blk.{block}.{part}.bias": "F32" for block in (0, 1) for part in ("attn_out", "attn_qkv", "ffn_down")},
+    **{f"v.blk.{block}.{part}.bias": "F32" for block in (0, 1) for part in ("ffn_gate", "ffn_up")},
+    **{f"v.blk.{block}.{part}.weight": "F32" for block in (0, 1) for part in ("attn_q_norm", "attn_k_norm")},
+}
+
+
 @pytest.mark.parametrize(
-    ("builder", "architecture"), [("build_tiny_glm4v", "glm4"), ("build_tiny_glm4v_moe", "glm4moe")]
+    ("builder", "architecture", "rotated", "types", "epsilon"),
+    [
+        ("build_tiny_glm4v", "glm4", 8, _GLM4V_TYPES, 1e-6),
+        ("build_tiny_glm4v_moe", "glm4moe", 8, _GLM4V_TYPES, 1e-6),
+        ("build_tiny_glm_ocr", "glm4", 16, _GLM_OCR_TYPES, 1e-5),
+    ],
 )
-def test_glm4v_and_glm4v_moe_get_their_language_model_with_rope_sections_and_llama_cpps_glm4v_projector(
-    tmp_path, builder, architecture
+def test_the_glm_vision_families_get_their_language_model_with_rope_sections_and_llama_cpps_glm4v_projector(
+    tmp_path, builder, architecture, rotated, types, epsilon
 ) -> None:
     from tools.kits import tiny_vlm_glm4v
 
     language, projector, weights = _qwen_exported(getattr(tiny_vlm_glm4v, builder)(tmp_path / "model"))
     assert _value(language, "general.architecture") == architecture
-    assert list(_value(language, f"{architecture}.rope.dimension_sections")) == [2, 1, 1, 0]
-    assert _value(language, f"{architecture}.rope.dimension_count") == 8  # half of each 16-wide head
-    assert {tensor.name: tensor.tensor_type.name for tensor in projector.tensors} == _GLM4V_TYPES
+    sections = list(_value(language, f"{architecture}.rope.dimension_sections"))
+    assert 2 * sum(sections) == rotated and sections[3] == 0
+    assert _value(language, f"{architecture}.rope.dimension_count") == rotated  # of each 16-wide head
+    assert {tensor.name: tensor.tensor_type.name for tensor in projector.tensors} == types
     assert _value(projector, "clip.projector_type") == "glm4v"
     assert _value(projector, "clip.use_silu") is True
-    assert _value(projector, "clip.vision.attention.layer_norm_epsilon") == pytest.approx(1e-6)
-    assert (_value(projector, "clip.vision.image_size"), _value(projector, "clip.vision.feed_forward_length")) == (
-        48,
-        96,
-    )
+    assert _value(projector, "clip.vision.attention.layer_norm_epsilon") == pytest.approx(epsilon)
+    assert _value(projector, "clip.vision.image_size") == 48
     merger = {tensor.name: tensor for tensor in projector.tensors}["mm.patch_merger.weight"]
     downsample = weights["vision_tower.downsample.weight"]  # MLX's Conv2d: (out, h, w, in)
     stored = np.array(merger.data, dtype=np.float32).reshape(64, 32, 2, 2)

@@ -1,4 +1,4 @@
-"""A tiny GLM-4.1V (mlx-vlm `glm4v`) and GLM-4.5V (`glm4v_moe`) that `mlx_vlm.load` reads offline, with mlx-vlm's own
+"""A tiny GLM-4.1V (mlx-vlm `glm4v`), GLM-4.5V (`glm4v_moe`) and GLM-OCR (`glm_ocr`) that `mlx_vlm.load` reads offline, with mlx-vlm's own
 processor.
 
 Its tower takes 8-pixel patches with a learned 6 x 6 position grid, so a 48-pixel square is read without resizing the
@@ -133,6 +133,39 @@ def glm4v_moe_config(ids: Dict[str, int]) -> dict:
     return config
 
 
+def glm_ocr_config(ids: Dict[str, int]) -> dict:
+    """GLM-OCR: a tower without learned positions, with biases and per-head query and key norms; a language model
+    rotating whole heads, its multi-token prediction layer left out as mlx-vlm drops it."""
+    config = glm4v_config(ids)
+    config.update(model_type="glm_ocr", architectures=["GlmOcrForConditionalGeneration"])
+    config["vision_config"] = {
+        **config["vision_config"],
+        "model_type": "glm_ocr_vision",
+        "intermediate_size": 64,
+        "attention_bias": True,
+        "rms_norm_eps": 1e-5,
+    }
+    text = {
+        key: value
+        for key, value in config["text_config"].items()
+        if key not in ("rope_scaling", "rope_theta", "partial_rotary_factor")
+    }
+    config["text_config"] = {
+        **text,
+        "model_type": "glm_ocr_text",
+        "head_dim": 16,
+        "attention_bias": False,
+        "num_nextn_predict_layers": 0,
+        "rope_parameters": {
+            "rope_type": "default",
+            "mrope_section": [2, 3, 3],
+            "partial_rotary_factor": 1.0,
+            "rope_theta": 10000.0,
+        },
+    }
+    return config
+
+
 def build_tiny_glm4v(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
     """A loadable tiny GLM-4.1V in `folder`; returns its path."""
     from mlx_vlm.models import glm4v
@@ -145,6 +178,13 @@ def build_tiny_glm4v_moe(folder: str | Path, *, seed: int = 0, vocab_size: int =
     from mlx_vlm.models import glm4v_moe
 
     return _build(folder, glm4v_moe, glm4v_moe_config, seed, vocab_size)
+
+
+def build_tiny_glm_ocr(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
+    """A loadable tiny GLM-OCR in `folder`; returns its path."""
+    from mlx_vlm.models import glm_ocr
+
+    return _build(folder, glm_ocr, glm_ocr_config, seed, vocab_size)
 
 
 def _build(folder: str | Path, module: Any, config_of: Any, seed: int, vocab_size: int) -> Path:

@@ -43,11 +43,14 @@ FAMILIES = {
     # llama.cpp bicubically, alike only at its own size), merged 2 x 2; libmtmd writes the image markers itself.
     "glm4v": Family("build_tiny_glm4v", 48, GLM_IMAGE, "<__media__>", "image_token_id"),
     "glm4v_moe": Family("build_tiny_glm4v_moe", 48, GLM_IMAGE, "<__media__>", "image_token_id"),
+    "glm_ocr": Family("build_tiny_glm_ocr", 48, GLM_IMAGE, "<__media__>", "image_token_id"),
 }
 # Tokens the processor writes inside an image that libmtmd counts as image positions (their embeddings in mmproj).
 IMAGE_CHUNK_TOKENS = {"llava": ("[IMG_BREAK]",), "mistral3": ("[IMG_BREAK]",)}
 # Families whose processor bounds an image's pixels times its frames (GLM-4V's counts an image as two).
-FRAMES = {"glm4v": 2, "glm4v_moe": 2}
+FRAMES = {"glm4v": 2, "glm4v_moe": 2, "glm_ocr": 2}
+# Builders whose mlx-vlm processor reads a flat list of images (GLM-OCR's, where torch is absent).
+FLAT_IMAGES = {"build_tiny_glm_ocr"}
 # The processor's outputs beside the pixels that the model reads (Qwen's patch grid, Mistral 3's image size, Idefics 3's
 # pixel mask).
 _EXTRAS = ("image_grid", "image_sizes", "pixel_attention_mask")
@@ -77,7 +80,9 @@ def _prompt(processor: Any, family: Family, colour: str) -> tuple:
 
     messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True)
-    inputs = processor(images=[[_square(family.side, colour)]], text=[text], add_special_tokens=False)
+    images: list = [_square(family.side, colour)]
+    images = images if family.builder in FLAT_IMAGES else [images]
+    inputs = processor(images=images, text=[text], add_special_tokens=False)
     ids = [int(token) for token in np.asarray(inputs["input_ids"])[0]]
     extras = {name: mx.array(np.asarray(value)) for name, value in inputs.items() if name.startswith(_EXTRAS)}
     return text, ids, np.asarray(inputs["pixel_values"]), extras

@@ -4,7 +4,7 @@
 qwen2vl (Qwen 2's layers), Qwen 3 VL's as qwen3vl (Qwen 3's, its sections interleaved and its tower's deepstack
 features added to the first layers), Qwen 3 VL MoE's as qwen3vlmoe (the same, with Qwen 3 MoE's experts), and
 GLM-4.1V's as glm4 (GLM-4's layers, the rotated part of each head reordered from GLM's adjacent pairs to the halves
-llama.cpp's multimodal rope pairs) and GLM-4.5V's as glm4moe (GLM-4.5's experts). Each rotates by a multimodal rope whose `mrope_section` llama.cpp reads as
+llama.cpp's multimodal rope pairs; GLM-OCR's likewise) and GLM-4.5V's as glm4moe (GLM-4.5's experts). Each rotates by a multimodal rope whose `mrope_section` llama.cpp reads as
 `rope.dimension_sections`; text positions are equal in every section, so a text-only model rotates as its text
 family does."""
 
@@ -91,8 +91,10 @@ class Qwen3VLMoe(Qwen3VL):
 
 
 class GlmMultimodalRope(Converter):
-    """GLM-4.1V's and GLM-4.5V's multimodal rope: a part of each head rotated by sections, the config's
-    `partial_rotary_factor` of it (0.5 when absent, as mlx-vlm and llama.cpp's converter read it)."""
+    """GLM-4.1V's, GLM-4.5V's and GLM-OCR's multimodal rope: a part of each head rotated by sections, the config's
+    `partial_rotary_factor` of it (`rotated` when absent, as mlx-vlm and llama.cpp's converter read it)."""
+
+    rotated = 0.5
 
     def refuse(self, config: Dict[str, Any]) -> None:
         model_type = config.get("model_type")
@@ -110,7 +112,7 @@ class GlmMultimodalRope(Converter):
         super().refuse(config)
 
     def rotary_dims(self, config: Dict[str, Any]) -> int:
-        factor = config.get("partial_rotary_factor") or _rope(config).get("partial_rotary_factor") or 0.5
+        factor = config.get("partial_rotary_factor") or _rope(config).get("partial_rotary_factor") or self.rotated
         return int(head_dim(config) * float(factor))
 
     def rope_scaling(self, config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -133,6 +135,13 @@ class Glm4V(GlmMultimodalRope):
         return super().split_weight(name, data, config)
 
 
+class GlmOcr(Glm4V):
+    """GLM-OCR's language model: GLM-4.1V's, each whole head rotated by default; mlx-vlm drops its multi-token
+    prediction layer, which llama.cpp's glm4 would load but not run."""
+
+    rotated = 1.0
+
+
 class Glm4VMoe(GlmMultimodalRope, Glm4Moe):
     """GLM-4.5V's language model, GLM-4.5's experts: its sections already rotate halves (`sectioned_half_split`)."""
 
@@ -152,4 +161,5 @@ CONVERTERS = {
     "qwen3_vl_moe_text": Qwen3VLMoe(Family("qwen3vlmoe")),
     "glm4v_text": Glm4V(Family("glm4")),
     "glm4v_moe_text": Glm4VMoe(Family("glm4moe", key="GLM4_MOE")),
+    "glm_ocr_text": GlmOcr(Family("glm4")),
 }

@@ -3,7 +3,8 @@
 """GLM-4.1V's projector (llama.cpp's `glm4v`): Qwen 2 VL's two-frame patch embedding with a bias, an RMS norm and
 learned positions, RMS-normed blocks with a fused attention projection, 2-D rotary positions and a SwiGLU feed-forward,
 then a 2 x 2 convolution merging patches, a projection with LayerNorm and GELU, and a SwiGLU merger; as
-`Glm4VVisionModel` in llama.cpp's converter, which writes the same projector for GLM-4.5V (`glm4v_moe`)."""
+`Glm4VVisionModel` in llama.cpp's converter, which writes the same projector for GLM-4.5V (`glm4v_moe`) and GLM-OCR
+(`glm_ocr`: no learned positions or norm after the patch embedding, biases and per-head query and key norms)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ _ACTIVATION = "silu"
 _EPSILON, _POSITIONS, _PATCH = 1e-5, 2304, 16
 
 
-@register("glm4v", "glm4v_moe")
+@register("glm4v", "glm4v_moe", "glm_ocr")
 class Glm4VProjector(ProjectorFamily):
     projector_type = "glm4v"  # gguf.VisionProjectorType.GLM4V
 
