@@ -116,8 +116,8 @@ def test_a_bfloat16_model_gets_a_bf16_projector() -> None:
 def test_a_family_without_a_projector_converter_is_refused_by_name() -> None:
     from unsloth.mlx.gguf.projectors import projector_for
 
-    with pytest.raises(NotImplementedError, match="model_type .glm4v.*writes its projector as glm4v"):
-        projector_for({"model_type": "glm4v"})
+    with pytest.raises(NotImplementedError, match="model_type .hunyuan_vl.*writes its projector as hunyuanvl"):
+        projector_for({"model_type": "hunyuan_vl"})
     with pytest.raises(NotImplementedError, match="model_type 'mllama'.*has no mmproj converter for it"):
         projector_for({"model_type": "mllama"})
 
@@ -541,3 +541,89 @@ def test_an_idefics3_language_model_llama_cpp_would_rotate_differently_is_refuse
     base = {"hidden_size": 64, "num_attention_heads": 4}
     with pytest.raises(NotImplementedError, match=reason):
         projector_for({"model_type": "idefics3", "vision_config": {}, "text_config": {**base, **text}})
+
+
+# What llama.cpp's converter (`convert_hf_to_gguf.py --mmproj --outtype f16`, llama-cpp-python 0.3.36) wrote for the
+# tiny GLM-4.1V's Hugging Face copy: each tensor's type; its keys and bytes equalled this exporter's file.
+_GLM4V_TYPES = {
+    **{f"v.blk.{block}.{part}.weight": "F16" for block in (0, 1) for part in ("attn_out", "attn_qkv", "ffn_down")},
+    **{f"v.blk.{block}.{part}.weight": "F16" for block in (0, 1) for part in ("ffn_gate", "ffn_up")},
+    **{f"v.blk.{block}.{part}.weight": "F32" for block in (0, 1) for part in ("ln1", "ln2")},
+    **dict.fromkeys(["mm.patch_merger.weight", "mm.down.weight", "mm.gate.weight", "mm.up.weight"], "F16"),
+    **dict.fromkeys(["mm.model.fc.weight", "v.patch_embd.weight", "v.patch_embd.weight.1"], "F16"),
+    **dict.fromkeys(["mm.patch_merger.bias", "v.position_embd.weight", "mm.post_norm.bias"], "F32"),
+    **dict.fromkeys(["mm.post_norm.weight", "v.patch_embd.bias", "v.norm_embd.weight", "v.post_ln.weight"], "F32"),
+}
+
+
+# GLM-OCR's tower: no learned positions or norm after the patch embedding; biases and per-head query and key norms.
+_GLM_OCR_TYPES = {
+    **{
+        name: kind
+        for name, kind in _GLM4V_TYPES.items()
+        if name not in ("v.position_embd.weight", "v.norm_embd.weight")
+    },
+    **{f"v.blk.{block}.{part}.bias": "F32" for block in (0, 1) for part in ("attn_out", "attn_qkv", "ffn_down")},
+    **{f"v.blk.{block}.{part}.bias": "F32" for block in (0, 1) for part in ("ffn_gate", "ffn_up")},
+    **{f"v.blk.{block}.{part}.weight": "F32" for block in (0, 1) for part in ("attn_q_norm", "attn_k_norm")},
+}
+
+
+@pytest.mark.parametrize(
+    ("builder", "architecture", "rotated", "types", "epsilon"),
+    [
+        ("build_tiny_glm4v", "glm4", 8, _GLM4V_TYPES, 1e-6),
+        ("build_tiny_glm4v_moe", "glm4moe", 8, _GLM4V_TYPES, 1e-6),
+        ("build_tiny_glm_ocr", "glm4", 16, _GLM_OCR_TYPES, 1e-5),
+    ],
+)
+def test_the_glm_vision_families_get_their_language_model_with_rope_sections_and_llama_cpps_glm4v_projector(
+    tmp_path, builder, architecture, rotated, types, epsilon
+) -> None:
+    from tools.kits import tiny_vlm_glm4v
+
+    language, projector, weights = _qwen_exported(getattr(tiny_vlm_glm4v, builder)(tmp_path / "model"))
+    assert _value(language, "general.architecture") == architecture
+    sections = list(_value(language, f"{architecture}.rope.dimension_sections"))
+    assert 2 * sum(sections) == rotated and sections[3] == 0
+    assert _value(language, f"{architecture}.rope.dimension_count") == rotated  # of each 16-wide head
+    assert {tensor.name: tensor.tensor_type.name for tensor in projector.tensors} == types
+    assert _value(projector, "clip.projector_type") == "glm4v"
+    assert _value(projector, "clip.use_silu") is True
+    assert _value(projector, "clip.vision.attention.layer_norm_epsilon") == pytest.approx(epsilon)
+    assert _value(projector, "clip.vision.image_size") == 48
+    merger = {tensor.name: tensor for tensor in projector.tensors}["mm.patch_merger.weight"]
+    downsample = weights["vision_tower.downsample.weight"]  # MLX's Conv2d: (out, h, w, in)
+    stored = np.array(merger.data, dtype=np.float32).reshape(64, 32, 2, 2)
+    np.testing.assert_allclose(stored, downsample.transpose(0, 3, 1, 2), atol=1e-3)
+
+
+def test_glms_rotated_rows_are_reordered_from_adjacent_pairs_to_halves_and_the_rest_kept() -> None:
+    from unsloth.mlx.gguf.converters.qwen_vl import pairs_as_halves
+
+    rows = np.arange(12, dtype=np.float32).reshape(12, 1)  # two heads of six rows, four of them rotated
+    assert pairs_as_halves(rows, 2, 6, 4).ravel().tolist() == [0, 2, 1, 3, 4, 5, 6, 8, 7, 9, 10, 11]
+
+
+@pytest.mark.parametrize(
+    ("vision", "reason"),
+    [
+        ({"hidden_act": "gelu"}, "hidden_act='gelu': mlx-vlm's tower runs SiLU"),
+        ({"spatial_merge_size": 4}, "spatial_merge_size=4: llama.cpp's glm4v graph merges 2x2"),
+        ({"temporal_patch_size": 1}, "temporal_patch_size=1: llama.cpp splits the patch embedding in 2 frames"),
+    ],
+)
+def test_a_glm4v_tower_llama_cpp_would_run_differently_is_refused_by_name(vision, reason) -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    with pytest.raises(NotImplementedError, match=reason):
+        projector_for({"model_type": "glm4v", "vision_config": vision})
+
+
+def test_a_glm4v_language_model_whose_sections_miss_part_of_its_rotated_dimensions_is_refused_by_name(tmp_path) -> None:
+    from unsloth.mlx.gguf.export import check_request
+
+    rope = {"rope_type": "default", "mrope_section": [2, 2, 2]}
+    text = {"model_type": "glm4v_text", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1}
+    with pytest.raises(NotImplementedError, match=r"mrope_section \[2, 2, 2\] covers 12 of its 8 rotary dimensions"):
+        check_request({**text, "rope_scaling": rope, "partial_rotary_factor": 0.5}, tmp_path, ["f16"])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from tools.kits.tiny_vlm_folder import _model, _save_weights, _write_json, _write_tokenizer
+from tools.kits.tiny_vlm_glm4v import build_tiny_glm4v, build_tiny_glm4v_moe, build_tiny_glm_ocr  # noqa: F401  GLM-4V exports but does not train: no BUILDERS row
 from tools.kits.tiny_vlm_muse_glimmer import MUSE_GLIMMER_END_OF_TURN, MUSE_GLIMMER_IMAGE_SIDE, build_tiny_muse_glimmer
 
 # Qwen 2.5 VL's turn and image markers, as its processor and model look them up by text.

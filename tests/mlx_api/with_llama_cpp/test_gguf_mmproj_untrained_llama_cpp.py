@@ -25,6 +25,7 @@ LARGEST_GAP = 2e-2
 # A greedy token is compared only while MLX's top two logits stand further apart than this many measured gaps (two
 # would do if every position erred as the first does; twice that leaves room for the positions after it).
 CLEAR_MARGIN = 4
+GLM_IMAGE = "<|begin_of_image|><|image|><|end_of_image|>"
 QWEN3_SIDE = 96  # 9 image tokens: the 4 x 4 learned positions resized to 6 x 6 patches, merged 2 x 2
 FAMILIES = {
     "qwen3_vl_moe": Family("build_tiny_qwen3_vl_moe", QWEN3_SIDE, QWEN_IMAGE, "<__media__>", "image_token_id"),
@@ -38,20 +39,33 @@ FAMILIES = {
     # writes the markers around each tile and the global view itself.
     "idefics3": Family("build_tiny_idefics3", 64, "<image>", "<__media__>", "image_token_id"),
     "smolvlm": Family("build_tiny_smolvlm", 64, "<image>", "<__media__>", "image_token_id"),
+    # GLM-4.1V: 6 x 6 patches of 8 pixels, its learned position grid's size (mlx-vlm resizes that grid bilinearly,
+    # llama.cpp bicubically, alike only at its own size), merged 2 x 2; libmtmd writes the image markers itself.
+    "glm4v": Family("build_tiny_glm4v", 48, GLM_IMAGE, "<__media__>", "image_token_id"),
+    "glm4v_moe": Family("build_tiny_glm4v_moe", 48, GLM_IMAGE, "<__media__>", "image_token_id"),
+    "glm_ocr": Family("build_tiny_glm_ocr", 48, GLM_IMAGE, "<__media__>", "image_token_id"),
 }
 # Tokens the processor writes inside an image that libmtmd counts as image positions (their embeddings in mmproj).
 IMAGE_CHUNK_TOKENS = {"llava": ("[IMG_BREAK]",), "mistral3": ("[IMG_BREAK]",)}
+# Families whose processor bounds an image's pixels times its frames (GLM-4V's counts an image as two).
+FRAMES = {"glm4v": 2, "glm4v_moe": 2, "glm_ocr": 2}
+# Builders whose mlx-vlm processor reads a flat list of images (GLM-OCR's, where torch is absent).
+FLAT_IMAGES = {"build_tiny_glm_ocr"}
 # The processor's outputs beside the pixels that the model reads (Qwen's patch grid, Mistral 3's image size, Idefics 3's
 # pixel mask).
 _EXTRAS = ("image_grid", "image_sizes", "pixel_attention_mask")
 
 
-def _build_for(family: Family, folder: Path) -> Path:
+def _build_for(name: str, family: Family, folder: Path) -> Path:
     """The family's tiny model, its processor told to keep the square's size; a Pixtral tower (no learned positions)
     told it takes a square that size."""
     folder = _build(family, folder)
     settings = folder / "preprocessor_config.json"
     preprocessor = json.loads(settings.read_text(encoding="utf-8"))
+    if name in FRAMES:
+        pixels = FRAMES[name] * family.side**2
+        preprocessor["size"] = {"shortest_edge": pixels, "longest_edge": pixels}
+        settings.write_text(json.dumps(preprocessor), encoding="utf-8")
     if "longest_edge" in (preprocessor.get("size") or {}) and family.side > preprocessor["size"]["longest_edge"]:
         preprocessor["size"] = {"longest_edge": family.side}
         settings.write_text(json.dumps(preprocessor), encoding="utf-8")
@@ -66,7 +80,9 @@ def _prompt(processor: Any, family: Family, colour: str) -> tuple:
 
     messages = [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True)
-    inputs = processor(images=[[_square(family.side, colour)]], text=[text], add_special_tokens=False)
+    images: list = [_square(family.side, colour)]
+    images = images if family.builder in FLAT_IMAGES else [images]
+    inputs = processor(images=images, text=[text], add_special_tokens=False)
     ids = [int(token) for token in np.asarray(inputs["input_ids"])[0]]
     extras = {name: mx.array(np.asarray(value)) for name, value in inputs.items() if name.startswith(_EXTRAS)}
     return text, ids, np.asarray(inputs["pixel_values"]), extras
@@ -78,7 +94,7 @@ def compared(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
     family = FAMILIES[request.param]
     root = tmp_path_factory.mktemp(f"{request.param}-untrained-mmproj")
-    model, processor = FastVisionModel.from_pretrained(str(_build_for(family, root / "model")))
+    model, processor = FastVisionModel.from_pretrained(str(_build_for(request.param, family, root / "model")))
     FastVisionModel.for_inference(model)
     text, ids, pixels, extras = _prompt(processor, family, "blue")
     first, tokens = _mlx_greedy(model, ids, pixels, extras, NEW_TOKENS)

@@ -54,6 +54,9 @@ TEXT_WRAPPERS = {
     "qwen3_vl_moe": ("text_config", "language_model."),
     "gemma3n": ("text_config", "model.language_model."),
     "llama4": ("text_config", "language_model."),
+    "glm4v": ("text_config", "language_model."),
+    "glm4v_moe": ("text_config", "language_model."),
+    "glm_ocr": ("text_config", "language_model."),
 }
 # Wrappers whose language model's weights keep a prefix of their own once the wrapper's is removed.
 _INNER_PREFIX = {"gemma3n": "model."}
