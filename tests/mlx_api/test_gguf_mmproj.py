@@ -139,7 +139,7 @@ def test_every_registered_family_is_exported_in_the_table_and_every_other_refuse
     assert set(PROJECTORS) <= set(families)
     for family in families:
         verdict = projector_verdict(family)
-        assert verdict.exported == (family in PROJECTORS)
+        assert verdict.exported == (family in PROJECTORS and not PROJECTORS[family].llama_cpp_differs)
         assert bool(verdict.reason) != verdict.exported
 
 
@@ -605,6 +605,57 @@ def test_glms_rotated_rows_are_reordered_from_adjacent_pairs_to_halves_and_the_r
     assert pairs_as_halves(rows, 2, 6, 4).ravel().tolist() == [0, 2, 1, 3, 4, 5, 6, 8, 7, 9, 10, 11]
 
 
+def test_llama_4_is_refused_by_name_as_llama_cpp_reads_its_image_tokens_transposed() -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+    from unsloth.mlx.gguf.projectors.coverage import exported_projectors, projector_verdict
+
+    with pytest.raises(NotImplementedError, match="llama4 projector without the pixel shuffle's last transpose"):
+        projector_for({"model_type": "llama4", "vision_config": {}, "text_config": {}})
+    assert not projector_verdict("llama4").exported
+    assert "llama4" not in exported_projectors() and "gemma3" in exported_projectors()
+
+
+def test_the_llama4_projector_is_written_as_llama_cpps_converter_writes_it_with_the_norm_libmtmd_reads(
+    tmp_path,
+) -> None:
+    """Kept ready for a llama.cpp that reads the file as MLX runs it: llama.cpp's converter's names, types and keys,
+    but each block's norm before the feed-forward as `ln2` (that converter misnames it `attn_post_norm`)."""
+    import json
+
+    import gguf
+    import mlx.core as mx
+
+    from tools.kits.tiny_vlm_llama4 import build_tiny_llama4
+    from unsloth.mlx.gguf.projectors import PROJECTORS
+    from unsloth.mlx.gguf.projectors.mmproj import write_mmproj
+
+    folder = build_tiny_llama4(tmp_path / "model")
+    config = json.loads((folder / "config.json").read_text())
+    weights = mx.load(str(folder / "model.safetensors"))
+    preprocessor = json.loads((folder / "preprocessor_config.json").read_text())
+    write_mmproj(tmp_path / "mmproj.gguf", PROJECTORS["llama4"], config, weights, preprocessor, "f16")
+    projector = gguf.GGUFReader(str(tmp_path / "mmproj.gguf"))
+    assert _value(projector, "clip.projector_type") == "llama4"
+    assert _value(projector, "clip.vision.projector.scale_factor") == 2
+    assert _value(projector, "clip.use_gelu") is True
+    assert _value(projector, "clip.vision.image_size") == 56 and _value(projector, "clip.vision.patch_size") == 14
+    tensors = {tensor.name: tensor for tensor in projector.tensors}
+    blocks = {
+        f"v.blk.{block}.{part}.{kind}"
+        for block in range(2)
+        for part in ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_down", "ln1", "ln2")
+        for kind in ("weight", "bias")
+    }
+    tower = {"v.patch_embd.weight", "v.class_embd", "v.position_embd.weight", "v.pre_ln.weight", "v.pre_ln.bias"}
+    adapter = {"v.post_ln.weight", "v.post_ln.bias", "mm.model.mlp.1.weight", "mm.model.mlp.2.weight"}
+    assert set(tensors) == blocks | tower | adapter | {"mm.model.fc.weight"}
+    types = {name: tensor.tensor_type.name for name, tensor in tensors.items()}
+    assert types["v.patch_embd.weight"] == "F16" and types["v.position_embd.weight"] == "F32"
+    assert types["mm.model.fc.weight"] == "F16" and types["v.blk.1.ln2.bias"] == "F32"
+    norm = np.array(weights["vision_model.model.layers.1.post_attention_layernorm.weight"])
+    np.testing.assert_array_equal(np.array(tensors["v.blk.1.ln2.weight"].data), norm)
+
+
 @pytest.mark.parametrize(
     ("vision", "reason"),
     [
@@ -627,3 +678,19 @@ def test_a_glm4v_language_model_whose_sections_miss_part_of_its_rotated_dimensio
     text = {"model_type": "glm4v_text", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1}
     with pytest.raises(NotImplementedError, match=r"mrope_section \[2, 2, 2\] covers 12 of its 8 rotary dimensions"):
         check_request({**text, "rope_scaling": rope, "partial_rotary_factor": 0.5}, tmp_path, ["f16"])
+
+
+@pytest.mark.parametrize(
+    ("vision", "reason"),
+    [
+        ({"rope_theta": 500000.0}, "vision rope_theta of 500000.0: llama.cpp's llama4 rotates by 10000.0"),
+        ({"norm_eps": 1e-6}, "vision norm_eps of 1e-06: mlx-vlm's tower norms with 1e-05"),
+        ({"hidden_act": "silu"}, "vision hidden_act='silu': llama.cpp's llama4 runs gelu"),
+        ({"pixel_shuffle_ratio": 0.25}, "pixel_shuffle_ratio=0.25: mlx-vlm's processor writes the image tokens"),
+    ],
+)
+def test_a_llama4_tower_llama_cpp_or_mlx_vlm_would_run_differently_is_refused_by_name(vision, reason) -> None:
+    from unsloth.mlx.gguf.projectors import PROJECTORS
+
+    with pytest.raises(NotImplementedError, match=reason):
+        PROJECTORS["llama4"].refuse({"model_type": "llama4", "vision_config": vision})

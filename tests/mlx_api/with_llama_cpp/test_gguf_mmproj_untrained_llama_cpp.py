@@ -19,6 +19,7 @@ from .agreement import runner_failure
 from .test_gguf_mmproj_llama_cpp import QUESTION, QWEN_IMAGE, RUNNER, Family, _build, _mlx_greedy, _square
 
 NEW_TOKENS = 4
+EMBEDDINGS_RUNNER = Path(__file__).with_name("llama_cpp_mtmd_embeddings.py")
 # f16 rounds each weight by up to 2^-11 of itself; the trained families' tests measure first-logit gaps of 1e-3..2e-2
 # of the largest logit, so a gap past 2e-2 is an export that computes something else, not rounding.
 LARGEST_GAP = 2e-2
@@ -147,3 +148,59 @@ def test_llama_cpp_reads_the_image_prompt_with_mlxs_logits_and_greedy_tokens(com
     assert gap < LARGEST_GAP
     assert clear >= 1, "no greedy step of this seed's untrained model is clear of the gap: pick another seed"
     assert reloaded["tokens"][:clear] == compared["tokens"][:clear]
+
+
+# A square whose every patch differs, so that image tokens in another order give other embeddings.
+def _gradient(side: int) -> Any:
+    from PIL import Image
+
+    ramp = np.arange(side, dtype=np.uint8) * (255 // side)
+    pixels = np.stack([np.broadcast_to(ramp, (side, side)), np.broadcast_to(ramp[:, None], (side, side))], axis=-1)
+    return Image.fromarray(np.concatenate([pixels, np.full((side, side, 1), 128, np.uint8)], axis=-1))
+
+
+def test_llama_cpps_llama4_projector_reads_the_token_grid_transposed(tmp_path) -> None:
+    """Why Llama 4's mmproj is refused (`Llama4Projector.llama_cpp_differs`): libmtmd's image embeddings are MLX's with
+    the token grid transposed. Failing here means llama.cpp keeps the grid's order now: lift the refusal."""
+    import mlx.core as mx
+
+    from tools.kits.tiny_vlm_llama4 import LLAMA4_IMAGE_SIDE, build_tiny_llama4
+    from unsloth import FastVisionModel
+    from unsloth.mlx.gguf.export import write_files
+    from unsloth.mlx.gguf.projectors import PROJECTORS
+    from unsloth.mlx.gguf.projectors.mmproj import write_mmproj
+    from unsloth.mlx.vision.merged import merged_weights
+
+    folder = build_tiny_llama4(tmp_path / "model")
+    model, processor = FastVisionModel.from_pretrained(str(folder))
+    image = _gradient(LLAMA4_IMAGE_SIDE)
+    pixels = mx.array(np.asarray(processor(images=[[image]], text=["<|image|>"])["pixel_values"]))
+    tower = model.vision_model(pixels)
+    mine = np.array(model.multi_modal_projector(tower.reshape(-1, tower.shape[-1])).astype(mx.float32))
+    family, weights = PROJECTORS["llama4"], merged_weights(model)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    preprocessor = json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
+    (language,) = write_files(*family.language(config, weights), tmp_path / "gguf", processor.tokenizer, ["f16"])
+    write_mmproj(tmp_path / "gguf" / "mmproj.gguf", family, config, weights, preprocessor, "f16")
+    (tmp_path / "image.rgb").write_bytes(image.tobytes())
+    side = str(LLAMA4_IMAGE_SIDE)
+    command = [
+        sys.executable,
+        str(EMBEDDINGS_RUNNER),
+        str(tmp_path / "gguf" / "mmproj.gguf"),
+        str(tmp_path / "image.rgb"),
+    ]
+    result = subprocess.run(
+        [*command, side, side, str(language)], capture_output=True, text=True, timeout=300, cwd=NEUTRAL_CWD
+    )
+    assert result.returncode == 0, runner_failure(result.returncode, result.stderr)
+    (row,) = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    theirs = np.array(row["embeddings"])
+    grid = int(round(len(mine) ** 0.5))
+    transposed = np.arange(grid * grid).reshape(grid, grid).T.reshape(-1)
+    scale = np.abs(mine).max()
+    as_is, once_transposed = (float(np.abs(order - theirs).max() / scale) for order in (mine, mine[transposed]))
+    print(f"llama4: libmtmd's image embeddings {as_is:.2e} from MLX's, {once_transposed:.2e} once transposed")
+    assert as_is > 0.5  # the tokens of the other diagonal swapped
+    # mlx-vlm's x*sigmoid(1.702x) against llama.cpp's GELU, and f16: well below the swap.
+    assert once_transposed < 5e-2

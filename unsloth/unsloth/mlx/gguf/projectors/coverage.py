@@ -55,7 +55,8 @@ def projector_verdict(model_type: str, class_names: Iterable[str] = ()) -> Proje
     missing = [kind for kind in kinds if kind not in _gguf_projector_types()]
     pinned = f"llama.cpp (llama-cpp-python {llama_cpp_projectors.LLAMA_CPP_PYTHON})"
     if model_type in PROJECTORS:
-        return ProjectorVerdict(model_type, kinds, not missing, True, "")
+        differs = PROJECTORS[model_type].llama_cpp_differs
+        return ProjectorVerdict(model_type, kinds, not missing, not differs, differs)
     if not kinds:
         reason = f"{pinned} has no mmproj converter for it"
     elif missing:
@@ -66,10 +67,15 @@ def projector_verdict(model_type: str, class_names: Iterable[str] = ()) -> Proje
     return ProjectorVerdict(model_type, kinds, bool(kinds) and not missing, False, reason)
 
 
+def exported_projectors() -> Tuple[str, ...]:
+    """The registered families whose file llama.cpp runs as MLX runs the model."""
+    return tuple(sorted(name for name, family in PROJECTORS.items() if not family.llama_cpp_differs))
+
+
 def projector_for(config: Dict[str, Any]) -> ProjectorFamily:
     """The registered family for this config, or a refusal naming why (docs/gguf.md's multimodal table)."""
     model_type = str(config.get("model_type"))
-    if model_type in PROJECTORS:
+    if model_type in PROJECTORS and not PROJECTORS[model_type].llama_cpp_differs:
         PROJECTORS[model_type].refuse(config)
         return PROJECTORS[model_type]
     # llama.cpp's converter picks the projector's class from the vision config's own architectures first.
@@ -77,7 +83,7 @@ def projector_for(config: Dict[str, Any]) -> ProjectorFamily:
     reason = projector_verdict(model_type, names).reason
     raise UnsupportedProjector(
         f"GGUF export of a vision or audio model on MLX cannot write the projector of model_type {model_type!r}: "
-        f"{reason} (docs/gguf.md lists every family; exported: {', '.join(sorted(PROJECTORS))}). "
+        f"{reason} (docs/gguf.md lists every family; exported: {', '.join(exported_projectors())}). "
         "save_pretrained_merged saves the merged model; for a GGUF of the language model alone, load it with "
         "FastModel.from_pretrained(..., text_only=True) or FastLanguageModel.from_pretrained(..., text_only=True)"
     )

@@ -21,6 +21,8 @@ class ProjectorFamily:
     per_encoder_type: bool = False
     # llama.cpp name -> GGML type name, whatever the file's type (llama.cpp's `tensor_force_quant`).
     forced_types: Mapping[str, str] = {}
+    # Why the pinned llama.cpp runs the written file otherwise than MLX runs the model: non-empty refuses every config.
+    llama_cpp_differs: str = ""
 
     def language(self, config: Dict[str, Any], weights: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         raise NotImplementedError
