@@ -54,6 +54,9 @@ TEXT_WRAPPERS = {
     "qwen3_vl_moe": ("text_config", "language_model."),
     "gemma3n": ("text_config", "model.language_model."),
     "llama4": ("text_config", "language_model."),
+    "llava": ("text_config", "language_model."),  # mlx_lm runs it as mistral3: llama's text model
+    "kimi_vl": ("text_config", "language_model."),  # DeepSeek V3's text model, as mlx_lm runs both
+    "kimi_k25": ("text_config", "language_model."),
 }
 # Wrappers whose language model's weights keep a prefix of their own once the wrapper's is removed.
 _INNER_PREFIX = {"gemma3n": "model."}

@@ -41,6 +41,10 @@ class Converter:
         model, for families that name or count them otherwise."""
         return config
 
+    def with_weight_settings(self, config: Dict[str, Any], weights: Dict[str, np.ndarray]) -> Dict[str, Any]:
+        """The config with the settings mlx_lm keeps as weights and llama.cpp reads as keys (Apertus' xIELU)."""
+        return config
+
     def family_for(self, config: Dict[str, Any]) -> Family:
         """The architecture written for this config (a family whose settings pick between two overrides it)."""
         return self.family

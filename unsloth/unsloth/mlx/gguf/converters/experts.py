@@ -6,6 +6,7 @@ settings its graph fixes."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List
 
 import numpy as np
@@ -322,6 +323,107 @@ class Llama4(Converter):
         writer.add_interleave_moe_layer_step(int(config["interleave_moe_layer_step"]))
 
 
+# mlx_lm's DBRX keeps each expert apart: (layer, expert, matrix), with llama.cpp's stacked tensor for each matrix.
+_DBRX_EXPERT = re.compile(r"^transformer\.blocks\.(\d+)\.ffn\.experts\.(\d+)\.(v1|w1|w2)\.weight$")
+_DBRX_STACKED = {"w1": "ffn_gate_exps", "v1": "ffn_up_exps", "w2": "ffn_down_exps"}
+
+
+class Dbrx(Converter):
+    """DBRX: one clipped query/key/value per layer, LayerNorms without biases, softmax top-k experts renormalized,
+    under MosaicML's names and keys (`d_model`, `attn_config`, `ffn_config`)."""
+
+    embedding_weight = "transformer.wte.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if not config["attn_config"].get("clip_qkv"):
+            raise UnsupportedModel("dbrx without clip_qkv: mlx_lm's dbrx always clips the query/key/value")
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        attention, ffn = config["attn_config"], config["ffn_config"]
+        return {
+            **config,
+            "hidden_size": int(config["d_model"]),
+            "num_hidden_layers": int(config["n_layers"]),
+            "num_attention_heads": int(config["n_heads"]),
+            "num_key_value_heads": int(attention["kv_n_heads"]),
+            "intermediate_size": int(ffn["ffn_hidden_size"]),
+            "num_local_experts": int(ffn["moe_num_experts"]),
+            "num_experts_per_tok": int(ffn["moe_top_k"]),
+            "rope_theta": float(attention["rope_theta"]),
+            "max_position_embeddings": int(config.get("max_seq_len") or 2048),
+            "layer_norm_eps": 1e-5,  # mlx_lm's LayerNorm default
+        }
+
+    def prepare_weights(self, weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        prepared, experts = {}, {}
+        for name, value in weights.items():
+            match = _DBRX_EXPERT.match(name)
+            if match is None:
+                prepared[name] = value
+            else:
+                layer, expert, matrix = match.groups()
+                experts.setdefault((int(layer), matrix), {})[int(expert)] = value
+        for (layer, matrix), by_expert in sorted(experts.items()):
+            prepared[f"blk.{layer}.{_DBRX_STACKED[matrix]}.weight"] = np.stack(
+                [by_expert[e] for e in sorted(by_expert)]
+            )
+        return prepared
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        return [(name, data, name.startswith("blk."))]
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_clamp_kqv(float(config["attn_config"]["clip_qkv"]))
+
+
+class ExaoneMoe(Converter):
+    """K-EXAONE (exaone_moe): sigmoid-scored experts picked with a selection bias, weighed by the unbiased scores
+    (normalized, scaled) beside a shared expert, after dense leading layers; rotary embeddings only in the sliding
+    layers, per-head query/key norms."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        kinds = list(config["layer_types"])
+        if "sliding_attention" not in kinds:
+            raise UnsupportedModel(
+                "exaone_moe without sliding layers: mlx_lm then rotates every layer, llama.cpp's exaone-moe none"
+            )
+        moe = [bool(flag) for flag in config["is_moe_layer"]]
+        if True not in moe:
+            raise UnsupportedModel("exaone_moe without expert layers: llama.cpp's exaone-moe requires them")
+        dense = moe.index(True)
+        if moe != [False] * dense + [True] * (len(moe) - dense):
+            raise UnsupportedModel(
+                "exaone_moe with dense layers after an expert layer: llama.cpp reads only leading ones"
+            )
+        if not config.get("num_shared_experts"):
+            raise UnsupportedModel("exaone_moe without a shared expert: llama.cpp's exaone-moe requires one")
+        if config.get("scoring_func", "sigmoid") != "sigmoid":
+            raise UnsupportedModel("exaone_moe with scoring_func other than sigmoid: mlx_lm's routes by sigmoid")
+        groups = int(config.get("n_group") or 1)
+        if groups > 1 and int(config.get("topk_group") or 1) < groups:
+            raise UnsupportedModel("exaone_moe choosing experts within groups: llama.cpp's exaone-moe reads none")
+
+    def rope_base(self, config: Dict[str, Any], local: bool = False) -> float:
+        return float(super().rope_base({"rope_theta": 1000000.0, **config}, local))  # mlx_lm's default
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        super().write_keys(writer, config, family)
+        experts, shared = int(config["moe_intermediate_size"]), int(config["num_shared_experts"])
+        used = int(config["num_experts_per_tok"])
+        writer.add_expert_feed_forward_length(experts)
+        writer.add_expert_shared_count(shared)
+        writer.add_expert_shared_feed_forward_length(experts * shared)
+        writer.add_expert_weights_scale(float(config.get("routed_scaling_factor", 2.5)))
+        writer.add_expert_weights_norm(bool(config.get("norm_topk_prob", True)) and used > 1)
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        writer.add_leading_dense_block_count([bool(flag) for flag in config["is_moe_layer"]].index(True))
+        writer.add_sliding_window(int(config["sliding_window"]))
+        writer.add_sliding_window_pattern([kind == "sliding_attention" for kind in config["layer_types"]])
+
+
 CONVERTERS = {
     "qwen3_moe": Qwen3Moe(Family("qwen3moe")),
     "qwen2_moe": Qwen2Moe(Family("qwen2moe")),
@@ -337,4 +439,6 @@ CONVERTERS = {
     "gpt_oss": GptOss(Family("gpt-oss", key="GPT_OSS", yarn=True)),
     # The language model of mlx_lm's llama4 wrapper, told apart from mlx_lm's dense llama4_text (see families.py).
     "llama4_wrapped_text": Llama4(Family("llama4")),
+    "dbrx": Dbrx(Family("dbrx")),
+    "exaone_moe": ExaoneMoe(Family("exaone-moe", key="EXAONE_MOE", output_required=True)),
 }

@@ -27,7 +27,7 @@ NEMOTRON_H_MOE = Family("nemotron_h_moe", key="NEMOTRON_H_MOE")
 _LAYER = re.compile(r"^(?:model|backbone)\.layers\.(\d+)\.")
 _MIXER = re.compile(r"\.(?:mamba|mixer)\.")
 # The mlx_lm argument saying whether the Mamba convolution has a bias, per family.
-_CONV_BIAS = {"falcon_h1": "mamba_conv_bias", "nemotron_h": "use_conv_bias"}
+_CONV_BIAS = {"falcon_h1": "mamba_conv_bias", "nemotron_h": "use_conv_bias", "mamba2": "use_conv_bias"}
 # (name, data, whether name is already llama.cpp's), as architectures.Piece.
 Piece = Tuple[str, np.ndarray, bool]
 
@@ -296,9 +296,53 @@ class Mamba(Converter):
         writer.add_layer_norm_rms_eps(1e-5)  # nn.RMSNorm's default, which mlx_lm's mamba uses
 
 
+class Mamba2(Converter):
+    """Mamba 2 alone: every block one Mamba 2 mixer under a plain RMSNorm (nn.RMSNorm's default epsilon in mlx_lm),
+    its gated output normed over the whole inner width."""
+
+    embedding_weight = "backbone.embeddings.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        args = _mlx_args(config)
+        if args.use_bias:
+            raise UnsupportedModel("mamba2 with use_bias=True: llama.cpp's mamba2 has no projection biases")
+        if int(args.n_groups) > 1:
+            raise UnsupportedModel(
+                "mamba2 with n_groups > 1: mlx_lm norms the whole gated output at once, llama.cpp each group"
+            )
+        low, high = args.time_step_limit
+        if float(low) > 0.0 or math.isfinite(float(high)):
+            raise UnsupportedModel(
+                f"mamba2 with time_step_limit={tuple(args.time_step_limit)!r}: llama.cpp's scan never clips the step"
+            )
+        if float(args.layer_norm_epsilon) != 1e-5:
+            raise UnsupportedModel(
+                f"mamba2 with layer_norm_epsilon {args.layer_norm_epsilon!r}: mlx_lm norms each block's input with "
+                "1e-5 whatever the config says, llama.cpp every norm with the config's epsilon"
+            )
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        return split_weight(name, data, config)
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        args = _mlx_args(config)
+        writer.add_context_length(int(args.max_position_embeddings))
+        writer.add_embedding_length(int(args.hidden_size))
+        writer.add_block_count(int(args.num_hidden_layers))
+        writer.add_feed_forward_length(0)
+        writer.add_head_count(0)
+        writer.add_ssm_conv_kernel(int(args.conv_kernel))
+        writer.add_ssm_inner_size(int(args.num_heads) * int(args.head_dim))
+        writer.add_ssm_state_size(int(args.ssm_state_size))
+        writer.add_ssm_time_step_rank(int(args.num_heads))  # llama.cpp reads the SSM head count here
+        writer.add_ssm_group_count(int(args.n_groups))
+        writer.add_layer_norm_rms_eps(float(args.layer_norm_epsilon))
+
+
 # Nemotron-H with experts is written as nemotron_h_moe.
 CONVERTERS = {
     "mamba": Mamba(Family("mamba")),
     "falcon_h1": MambaHybrid(Family("falcon-h1", key="FALCON_H1")),
     "nemotron_h": NemotronH(Family("nemotron_h")),
+    "mamba2": Mamba2(Family("mamba2")),
 }
