@@ -147,6 +147,21 @@ TEXT_FAMILIES = {
         tie_word_embeddings=False,
     ),
     "mamba2": mamba2_config,
+    # Qwen (1): a fused query/key/value with biases, an MLP of intermediate_size / 2.
+    "qwen": lambda: {
+        "model_type": "qwen",
+        "architectures": ["QWenLMHeadModel"],
+        "vocab_size": VOCAB_SIZE,
+        "hidden_size": WIDTH,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "kv_channels": 64,
+        "intermediate_size": 2 * WIDTH,
+        "layer_norm_epsilon": 1e-6,
+        "max_position_embeddings": 256,
+        "no_bias": True,
+        **_IDS,
+    },
     # LLaVA's language model, which mlx_lm runs as llama.
     "llava": lambda: _wrapped(
         "llava",

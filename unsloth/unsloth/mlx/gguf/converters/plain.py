@@ -517,6 +517,31 @@ class Apertus(Converter):
             getattr(writer, f"add_xielu_{part}")(config[f"xielu_{part}"])
 
 
+class Qwen(Converter):
+    """Qwen (1): one fused query/key/value with biases, w2 the gate and w1 the up half of an MLP intermediate_size / 2
+    wide, under GPT-2's names; mlx_lm rotates whole heads with base 10000 whatever the config says."""
+
+    embedding_weight = "transformer.wte.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if not config.get("no_bias", True):
+            raise UnsupportedModel("qwen with no_bias=False: llama.cpp's qwen reads no output or MLP biases")
+        heads, width = int(config["num_attention_heads"]), int(config["hidden_size"])
+        if int(config.get("kv_channels") or 128) * heads != width:
+            raise UnsupportedModel(
+                "qwen with kv_channels x heads != hidden_size: llama.cpp's qwen sizes by hidden_size"
+            )
+
+    def rope_base(self, config: Dict[str, Any], local: bool = False) -> float:
+        return 10000.0  # nn.RoPE's default, which mlx_lm's qwen never changes
+
+    def rope_scaling(self, config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None  # mlx_lm's qwen reads none
+
+    def rms_norm_eps(self, config: Dict[str, Any]) -> float:
+        return float(config.get("layer_norm_epsilon") or 1e-6)
+
+
 CONVERTERS = {
     "llama": Converter(Family("llama", permute_rotary=True, yarn=True)),
     "mistral": Converter(Family("llama", permute_rotary=True, yarn=True)),
@@ -555,4 +580,5 @@ CONVERTERS = {
     "minicpm3": MiniCPM3(Family("minicpm3")),
     "openelm": OpenELM(Family("openelm")),
     "apertus": Apertus(Family("apertus", output_required=True)),
+    "qwen": Qwen(Family("qwen")),
 }
