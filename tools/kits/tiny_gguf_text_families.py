@@ -147,6 +147,8 @@ TEXT_FAMILIES = {
         tie_word_embeddings=False,
     ),
     "mamba2": mamba2_config,
+    # PLaMo (1): eight query heads over two key/value heads, tiled (n_shared_head 4).
+    "plamo": lambda: _generic("plamo", "PlamoForCausalLM", num_attention_heads=8, n_shared_head=4),
     # Qwen (1): a fused query/key/value with biases, an MLP of intermediate_size / 2.
     "qwen": lambda: {
         "model_type": "qwen",

@@ -542,6 +542,31 @@ class Qwen(Converter):
         return float(config.get("layer_norm_epsilon") or 1e-6)
 
 
+class Plamo(Converter):
+    """PLaMo (1): attention and MLP side by side after one norm, each query head i reading key/value head
+    i % kv_heads (mlx_lm tiles them); its query rows and output columns are regrouped so that llama.cpp's
+    i // group reads the same head, as llama.cpp's converter does."""
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        shared = int(config.get("n_shared_head") or 8)
+        return {**config, "num_key_value_heads": -(-int(config["num_attention_heads"]) // shared)}
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        heads, shared = int(config["num_attention_heads"]), int(config.get("n_shared_head") or 8)
+        if heads % shared:
+            raise UnsupportedModel(f"plamo with {heads} heads not a multiple of n_shared_head {shared}")
+        if config.get("rope_traditional"):
+            raise UnsupportedModel("plamo with rope_traditional=True: llama.cpp's plamo rotates halves")
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        shared, kv_heads = int(config.get("n_shared_head") or 8), int(config["num_key_value_heads"])
+        if name.endswith("self_attn.q_proj.weight"):
+            data = data.reshape(shared, kv_heads, -1, data.shape[-1]).swapaxes(0, 1).reshape(data.shape)
+        elif name.endswith("self_attn.o_proj.weight"):
+            data = data.reshape(data.shape[0], shared, kv_heads, -1).swapaxes(1, 2).reshape(data.shape)
+        return [(name, data, False)]
+
+
 CONVERTERS = {
     "llama": Converter(Family("llama", permute_rotary=True, yarn=True)),
     "mistral": Converter(Family("llama", permute_rotary=True, yarn=True)),
@@ -581,4 +606,5 @@ CONVERTERS = {
     "openelm": OpenELM(Family("openelm")),
     "apertus": Apertus(Family("apertus", output_required=True)),
     "qwen": Qwen(Family("qwen")),
+    "plamo": Plamo(Family("plamo")),
 }
