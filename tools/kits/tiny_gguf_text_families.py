@@ -149,6 +149,18 @@ TEXT_FAMILIES = {
     "mamba2": mamba2_config,
     # PLaMo (1): eight query heads over two key/value heads, tiled (n_shared_head 4).
     "plamo": lambda: _generic("plamo", "PlamoForCausalLM", num_attention_heads=8, n_shared_head=4),
+    # PLaMo 3: four layers, the 4th global (rope base 1e6), the others sliding over 8 positions (base 1e4).
+    "plamo3": lambda: _generic(
+        "plamo3",
+        "Plamo3ForCausalLM",
+        num_hidden_layers=4,
+        head_dim=64,
+        window_size=7,
+        sliding_window_pattern=4,
+        rope_theta=1000000.0,
+        rope_local_theta=10000.0,
+        tie_word_embeddings=True,
+    ),
     # Qwen (1): a fused query/key/value with biases, an MLP of intermediate_size / 2.
     "qwen": lambda: {
         "model_type": "qwen",

@@ -567,6 +567,55 @@ class Plamo(Converter):
         return [(name, data, False)]
 
 
+# PLaMo 3's norms scale by weight + offset, each its own offset; llama.cpp's by the stored weight.
+_PLAMO3_OFFSETS = {
+    ".pre_mixer_norm.weight": 1.0,
+    ".post_mixer_norm.weight": 1.0 / 5,
+    ".pre_mlp_norm.weight": 1.0,
+    ".post_mlp_norm.weight": 1.0 / 5**1.5,
+    ".mixer.q_norm.weight": 1.0,
+    ".mixer.k_norm.weight": 1.0,
+    "model.norm.weight": 1.0,
+}
+
+
+class Plamo3(Converter):
+    """PLaMo 3: norms before and after attention and MLP with their own offsets, per-head query/key norms, sliding
+    layers (all but every `sliding_window_pattern`-th) with their own rope base, one fused gate/up projection."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if _plamo3_args(config).linear_type != "normal":
+            raise UnsupportedModel("plamo3 with linear_type other than normal: llama.cpp's plamo3 reads plain matrices")
+
+    def prepare_weights(self, weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        prepared = dict(weights)
+        for name, value in weights.items():
+            offset = next((shift for suffix, shift in _PLAMO3_OFFSETS.items() if name.endswith(suffix)), 0.0)
+            prepared[name] = value + np.float32(offset)
+        return prepared
+
+    def rope_base(self, config: Dict[str, Any], local: bool = False) -> float:
+        args = _plamo3_args(config)
+        return float(args.rope_local_theta if local else args.rope_theta)
+
+    def rope_scaling(self, config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None  # mlx_lm's plamo3 reads none
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        args = _plamo3_args(config)
+        pattern = int(args.sliding_window_pattern)
+        writer.add_sliding_window(int(args.window_size) + 1)  # mlx_lm's window holds window_size + 1 positions
+        writer.add_sliding_window_pattern([(layer + 1) % pattern != 0 for layer in range(int(args.num_hidden_layers))])
+        writer.add_rope_freq_base_swa(self.rope_base(config, local=True))
+
+
+def _plamo3_args(config: Dict[str, Any]) -> Any:
+    from mlx_lm.models.plamo3 import ModelArgs
+
+    return ModelArgs.from_dict(config)
+
+
 CONVERTERS = {
     "llama": Converter(Family("llama", permute_rotary=True, yarn=True)),
     "mistral": Converter(Family("llama", permute_rotary=True, yarn=True)),
@@ -607,4 +656,5 @@ CONVERTERS = {
     "apertus": Apertus(Family("apertus", output_required=True)),
     "qwen": Qwen(Family("qwen")),
     "plamo": Plamo(Family("plamo")),
+    "plamo3": Plamo3(Family("plamo3")),
 }
