@@ -135,6 +135,24 @@ TEXT_FAMILIES = {
     "dbrx": dbrx_config,
     "minicpm3": minicpm3_config,
     "exaone_moe": exaone_moe_config,
+    # AFMoE: a dense first layer, then sigmoid top-2 of four experts (biased selection) beside a shared one; layers
+    # 1-3 sliding over 8 positions with rotary embeddings, the 4th global without.
+    "afmoe": lambda: _generic(
+        "afmoe",
+        "AfmoeForCausalLM",
+        num_hidden_layers=4,
+        head_dim=64,
+        layer_types=["sliding_attention"] * 3 + ["full_attention"],
+        sliding_window=8,
+        moe_intermediate_size=WIDTH,
+        num_experts=4,
+        num_experts_per_tok=2,
+        num_shared_experts=1,
+        num_dense_layers=1,
+        route_norm=True,
+        route_scale=1.5,
+        tie_word_embeddings=False,
+    ),
     # Apertus: per-head query/key norms, an up/down MLP through xIELU.
     "apertus": lambda: _generic(
         "apertus",

@@ -424,6 +424,46 @@ class ExaoneMoe(Converter):
         writer.add_sliding_window_pattern([kind == "sliding_attention" for kind in config["layer_types"]])
 
 
+class Afmoe(Converter):
+    """AFMoE (Arcee Trinity): sigmoid-scored experts with a selection bias beside shared ones after dense leading
+    layers, norms before and after attention and MLP, a sigmoid gate on the attention output, rotary embeddings only
+    in the sliding layers, embeddings scaled by sqrt(hidden_size)."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        kinds = list(config["layer_types"])
+        llama_cpp = ["full_attention" if (layer + 1) % 4 == 0 else "sliding_attention" for layer in range(len(kinds))]
+        if kinds != llama_cpp:
+            raise UnsupportedModel(
+                "afmoe with sliding layers other than three of every four: llama.cpp's afmoe rotates exactly those"
+            )
+        if not config.get("mup_enabled", True):
+            raise UnsupportedModel("afmoe with mup_enabled=False: llama.cpp's afmoe always scales the embeddings")
+        if config.get("score_func", "sigmoid") != "sigmoid":
+            raise UnsupportedModel("afmoe with score_func other than sigmoid: not checked against llama.cpp here")
+        groups = int(config.get("n_group") or 1)
+        if groups > 1 and int(config.get("topk_group") or 1) < groups:
+            raise UnsupportedModel("afmoe choosing experts within groups: llama.cpp's afmoe reads none")
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".mlp.expert_bias"):
+            return [(blk(name, "exp_probs_b.bias"), data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        super().write_keys(writer, config, family)
+        used = int(config.get("num_experts_per_tok") or 8)
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_count(int(config.get("num_shared_experts", 1)))
+        writer.add_leading_dense_block_count(int(config.get("num_dense_layers", 2)))
+        writer.add_expert_weights_norm(bool(config.get("route_norm", True)) and used > 1)
+        writer.add_expert_weights_scale(float(config.get("route_scale", 2.826)))
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        writer.add_sliding_window(int(config.get("sliding_window") or 2048))
+        writer.add_sliding_window_pattern([kind == "sliding_attention" for kind in config["layer_types"]])
+
+
 CONVERTERS = {
     "qwen3_moe": Qwen3Moe(Family("qwen3moe")),
     "qwen2_moe": Qwen2Moe(Family("qwen2moe")),
@@ -440,5 +480,6 @@ CONVERTERS = {
     # The language model of mlx_lm's llama4 wrapper, told apart from mlx_lm's dense llama4_text (see families.py).
     "llama4_wrapped_text": Llama4(Family("llama4")),
     "dbrx": Dbrx(Family("dbrx")),
+    "afmoe": Afmoe(Family("afmoe")),
     "exaone_moe": ExaoneMoe(Family("exaone-moe", key="EXAONE_MOE", output_required=True)),
 }
