@@ -108,6 +108,11 @@ NOTES: Dict[str, str] = {
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
     "llama4_text": "mlx_lm's llama4_text is a dense model, and llama.cpp's llama4 refuses a model without experts: Llama 4 "
     "itself (the llama4 wrapper, its experts included) is exported",
+    "olmo": "mlx_lm's olmo reads the original OLMo layout (`d_model`, `att_proj`) and needs the ai2-olmo package to "
+    "import, and llama.cpp's converter reads transformers' OlmoForCausalLM names; the two are not checked against each "
+    "other here",
+    "bitnet": "mlx_lm's bitnet multiplies its packed ternary weights in a Metal kernel, so the model cannot run here "
+    "to be checked against llama.cpp's bitnet",
     "phimoe": "llama.cpp's phimoe routes by a renormalized softmax top-k, mlx_lm's by PhiMoE's sparsemixer, so the "
     "exported model would pick and weigh its experts differently",
 }
