@@ -7,7 +7,7 @@ settings its graph fixes."""
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -355,7 +355,8 @@ class Dbrx(Converter):
         }
 
     def prepare_weights(self, weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
-        prepared, experts = {}, {}
+        prepared: Dict[str, np.ndarray] = {}
+        experts: Dict[Tuple[int, str], Dict[int, np.ndarray]] = {}
         for name, value in weights.items():
             match = _DBRX_EXPERT.match(name)
             if match is None:
