@@ -7,7 +7,7 @@ settings its graph fixes."""
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -465,6 +465,74 @@ class Afmoe(Converter):
         writer.add_sliding_window_pattern([kind == "sliding_attention" for kind in config["layer_types"]])
 
 
+# Settings of MiMo-V2-Flash's sliding layers that llama.cpp's mimo2 reads once for every layer.
+_MIMO2_SHARED = (
+    ("swa_head_dim", "head_dim"),
+    ("swa_v_head_dim", "v_head_dim"),
+    ("swa_num_attention_heads", "num_attention_heads"),
+)
+
+
+class MimoV2(Converter):
+    """MiMo-V2-Flash: sliding and global layers with their own key/value head counts and rope bases, attention sinks,
+    values wider or narrower than keys and scaled, sigmoid top-k experts (selection bias, normalized, scaled) in the
+    layers `moe_layer_freq` marks, dense MLPs in the others."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for sliding, full in _MIMO2_SHARED:
+            if config[sliding] != config[full]:
+                raise UnsupportedModel(f"mimo_v2_flash with {sliding} apart from {full}: llama.cpp's mimo2 reads one")
+        if config.get("n_shared_experts") is not None:
+            raise UnsupportedModel("mimo_v2_flash with shared experts: llama.cpp's mimo2 has none")
+        if not config.get("norm_topk_prob") or int(config["num_experts_per_tok"]) == 1:
+            raise UnsupportedModel(
+                "mimo_v2_flash without renormalized top-k weights (norm_topk_prob off or one expert per token): "
+                "llama.cpp's mimo2 always renormalizes"
+            )
+        if config.get("routed_scaling_factor") not in (None, 1.0):
+            raise UnsupportedModel(
+                "mimo_v2_flash with routed_scaling_factor: llama.cpp's mimo2 never scales the experts' weights"
+            )
+        groups = int(config.get("n_group") or 1)
+        if groups > 1 and int(config.get("topk_group") or 1) < groups:
+            raise UnsupportedModel("mimo_v2_flash choosing experts within groups: llama.cpp's mimo2 reads none")
+
+    def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
+        full, sliding = int(config["num_key_value_heads"]), int(config["swa_num_key_value_heads"])
+        return [sliding if kind == 1 else full for kind in config["hybrid_layer_pattern"]]
+
+    def value_dims(self, config: Dict[str, Any]) -> int:
+        return int(config["v_head_dim"])
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return int(float(config["partial_rotary_factor"]) * int(config["head_dim"]))
+
+    def rope_base(self, config: Dict[str, Any], local: bool = False) -> float:
+        return float(config["swa_rope_theta"] if local else config["rope_theta"])
+
+    def rope_scaling(self, config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None  # mlx_lm's mimo_v2_flash reads none
+
+    def rms_norm_eps(self, config: Dict[str, Any]) -> float:
+        return float(config["layernorm_epsilon"])
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".self_attn.attention_sink_bias"):
+            return [(blk(name, "attn_sinks.weight"), data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_count(int(config["n_routed_experts"]))
+        writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_sliding_window(int(config["sliding_window_size"]))
+        writer.add_sliding_window_pattern([kind == 1 for kind in config["hybrid_layer_pattern"]])
+        writer.add_rope_freq_base_swa(self.rope_base(config, local=True))
+        if config.get("attention_value_scale") is not None:
+            writer.add_float32(f"{family.architecture}.attention.value_scale", float(config["attention_value_scale"]))
+
+
 CONVERTERS = {
     "qwen3_moe": Qwen3Moe(Family("qwen3moe")),
     "qwen2_moe": Qwen2Moe(Family("qwen2moe")),
@@ -482,5 +550,6 @@ CONVERTERS = {
     "llama4_wrapped_text": Llama4(Family("llama4")),
     "dbrx": Dbrx(Family("dbrx")),
     "afmoe": Afmoe(Family("afmoe")),
+    "mimo_v2_flash": MimoV2(Family("mimo2")),
     "exaone_moe": ExaoneMoe(Family("exaone-moe", key="EXAONE_MOE", output_required=True)),
 }
