@@ -214,6 +214,26 @@ TEXT_FAMILIES = {
         rope_local_theta=10000.0,
         tie_word_embeddings=True,
     ),
+    # Jamba: Mamba, attention, Mamba, attention; both experts of two weighed in the 2nd and 4th layers (all chosen, so
+    # mlx_lm's softmax over the chosen is llama.cpp's over all).
+    "jamba": lambda: _generic(
+        "jamba",
+        "JambaForCausalLM",
+        num_hidden_layers=4,
+        attn_layer_offset=1,
+        attn_layer_period=2,
+        expert_layer_offset=1,
+        expert_layer_period=2,
+        num_experts=2,
+        num_experts_per_tok=2,
+        mamba_d_conv=4,
+        mamba_d_state=16,
+        mamba_expand=2,
+        mamba_dt_rank="auto",
+        mamba_proj_bias=False,
+        mamba_conv_bias=True,
+        tie_word_embeddings=True,
+    ),
     # Qwen (1): a fused query/key/value with biases, an MLP of intermediate_size / 2.
     "qwen": lambda: {
         "model_type": "qwen",

@@ -339,10 +339,55 @@ class Mamba2(Converter):
         writer.add_layer_norm_rms_eps(float(args.layer_norm_epsilon))
 
 
+class Jamba(Converter):
+    """Jamba: Mamba (1) blocks with their time step, B and C normed, attention blocks without rotary embeddings
+    (head_count_kv 0 marks the Mamba ones), each followed by a dense MLP or softmax-weighted experts."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        args = _mlx_args(config)
+        if int(args.mamba_expand) != 2:
+            raise UnsupportedModel("jamba with mamba_expand other than 2: llama.cpp's jamba supports only 2")
+        if args.mamba_proj_bias:
+            raise UnsupportedModel("jamba with mamba_proj_bias=True: llama.cpp's jamba has no projection biases")
+        experts = int(args.num_experts)
+        if experts > 1 and int(args.num_experts_per_tok) < experts:
+            raise UnsupportedModel(
+                "jamba choosing some of its experts: mlx_lm weighs them by a softmax over the chosen alone, "
+                "llama.cpp's jamba by the softmax over all of them"
+            )
+
+    def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
+        args = _mlx_args(config)
+        return [int(args.num_key_value_heads) if kind == "attention" else 0 for kind in args.layers_block_type]
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".mamba.conv1d.weight"):
+            pieces: List[Piece] = [(name, data.reshape(data.shape[0], -1), False)]
+            if not _mlx_args(config).mamba_conv_bias:  # llama.cpp's Mamba graph always adds one
+                pieces.append((_blk(name, "ssm_conv1d.bias"), np.zeros(data.shape[0], dtype=np.float32), True))
+            return pieces
+        if name.endswith(".mamba.A_log"):
+            return [(_blk(name, "ssm_a"), -np.exp(data), True)]  # llama.cpp stores A itself
+        if name.endswith(".mamba.D"):
+            return [(_blk(name, "ssm_d"), data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        args = _mlx_args(config)
+        writer.add_ssm_conv_kernel(int(args.mamba_d_conv))
+        writer.add_ssm_inner_size(int(args.mamba_expand) * int(args.hidden_size))
+        writer.add_ssm_state_size(int(args.mamba_d_state))
+        writer.add_ssm_time_step_rank(int(args.mamba_dt_rank))
+        if int(args.num_experts) > 1:
+            writer.add_expert_count(int(args.num_experts))
+            writer.add_expert_used_count(int(args.num_experts_per_tok))
+
+
 # Nemotron-H with experts is written as nemotron_h_moe.
 CONVERTERS = {
     "mamba": Mamba(Family("mamba")),
     "falcon_h1": MambaHybrid(Family("falcon-h1", key="FALCON_H1")),
     "nemotron_h": NemotronH(Family("nemotron_h")),
     "mamba2": Mamba2(Family("mamba2")),
+    "jamba": Jamba(Family("jamba")),
 }
