@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The mixture-of-experts families llama.cpp reads with the common tensor names: Qwen 2 and 3 MoE, OLMoE,
-DeepSeek (v1), dots.llm1, Ling (bailing_moe), ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss and Llama 4's language model, each with the expert keys and the routing
-settings its graph fixes."""
+DeepSeek (v1), dots.llm1, Ling (bailing_moe), ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss, Llama 4's language model,
+DBRX, K-EXAONE, AFMoE and MiMo-V2-Flash, each with the expert keys and the routing settings its graph fixes."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 """The dense families llama.cpp reads with the common tensor names and keys, and the few keys, refusals or fused
 projections each adds (Gemma's soft caps and sliding windows, Cohere's logit scale, HunYuan's NTK alpha, Mistral 3's
 attention temperature, GLM's whole-head rotation, MiniCPM's three scales, InternLM2's and GPT-NeoX's fused
-query/key/value rows).
+query/key/value rows), and MiniCPM 3's scales folded into its weights, OpenELM's per-layer heads, Apertus' xIELU keys,
+Qwen 1's and PLaMo's layouts, PLaMo 3's norm offsets.
 """
 
 from __future__ import annotations
