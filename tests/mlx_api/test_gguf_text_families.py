@@ -68,3 +68,17 @@ def test_a_type_that_cannot_be_checked_here_stays_refused_with_its_reason(model_
 
     with pytest.raises(UnsupportedModel, match=why):
         family_for({"model_type": model_type})
+
+
+@pytest.mark.parametrize("name", ["mamba2", "mamba"])
+def test_a_model_without_attention_takes_a_k_quant_mix(tmp_path, name):
+    from tools.kits.tiny_gguf_families import UNTRAINED_FAMILIES
+    from tools.kits.tiny_hybrid_model import build_tiny_hybrid_model
+    from unsloth import FastLanguageModel
+
+    config = {**UNTRAINED_FAMILIES, **TEXT_FAMILIES}[name]()
+    model, tokenizer = FastLanguageModel.from_pretrained(
+        str(build_tiny_hybrid_model(tmp_path / "model", name, config=config))
+    )
+    path = model.save_pretrained_gguf(str(tmp_path / "gguf"), tokenizer, quantization_method="q4_k_m")
+    assert path.name == "unsloth.Q4_K_M.gguf" and path.stat().st_size > 0

@@ -272,7 +272,8 @@ class Mamba(Converter):
             )
 
     def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
-        return {**config, "num_hidden_layers": int(_mlx_args(config).num_hidden_layers)}
+        # head_count 0, as it is written, is what K-quant mixes read
+        return {**config, "num_hidden_layers": int(_mlx_args(config).num_hidden_layers), "num_attention_heads": 0}
 
     def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
         if name.endswith(".mixer.conv1d.weight"):
@@ -320,6 +321,9 @@ class Mamba2(Converter):
                 f"mamba2 with layer_norm_epsilon {args.layer_norm_epsilon!r}: mlx_lm norms each block's input with "
                 "1e-5 whatever the config says, llama.cpp every norm with the config's epsilon"
             )
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        return {**config, "num_attention_heads": 0}  # the head count it is written with, which K-quant mixes read
 
     def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
         return split_weight(name, data, config)
