@@ -1,5 +1,6 @@
 """The cheap llama.cpp check of a text family's converter: a tiny untrained model of each family in
-`UNTRAINED_FAMILIES` (`tools/kits/tiny_gguf_families.py`) and `UNTRAINED_MLA_FAMILIES` (`tiny_gguf_mla.py`), exported
+`UNTRAINED_FAMILIES` (`tools/kits/tiny_gguf_families.py`), `UNTRAINED_MLA_FAMILIES` (`tiny_gguf_mla.py`) and
+`TEXT_FAMILIES` (`tiny_gguf_text_families.py`), exported
 in f32 and read by llama.cpp in one process, must give MLX's logits at the first generated position, and MLX's greedy
 tokens while MLX's top-1 margin is clear of the gap. f32 weights and an f32 key/value cache (`llama_cpp_f32_greedy.py`)
 leave only the two libraries' summation orders between them; a wrong layout or key (half of GLM's head rotated,
@@ -15,11 +16,12 @@ import pytest
 
 from tools.kits.tiny_gguf_families import UNTRAINED_FAMILIES, bias_expert_selection, spread_zero_routers
 from tools.kits.tiny_gguf_mla import UNTRAINED_MLA_FAMILIES
+from tools.kits.tiny_gguf_text_families import TEXT_FAMILIES, vary_activation_settings
 
 from .agreement import llama_cpp_continuations, prompt_text
 
 NEW_TOKENS = 4
-FAMILIES = {**UNTRAINED_FAMILIES, **UNTRAINED_MLA_FAMILIES}
+FAMILIES = {**UNTRAINED_FAMILIES, **UNTRAINED_MLA_FAMILIES, **TEXT_FAMILIES}
 RUNNER = Path(__file__).with_name("llama_cpp_f32_greedy.py")
 # The logits of these models reach about 1.6 and float32 sums differ by about 1e-7 of that per layer: the measured gaps
 # are 1.2e-6 to 1.7e-6 (with llama.cpp's default f16 cache they would be 2e-4 to 7e-4, too close to a lost factor).
@@ -58,6 +60,7 @@ def exports(tmp_path_factory):
         folder = build_tiny_hybrid_model(root / name / "model", name, config=build())
         spread_zero_routers(folder, seed=0)
         bias_expert_selection(folder, seed=0)
+        vary_activation_settings(folder, seed=0)
         model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
         prompt = tokenizer(prompt_text(), add_special_tokens=False)["input_ids"]
         first, steps = _mlx_steps(model, prompt)

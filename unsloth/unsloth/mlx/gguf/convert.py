@@ -62,6 +62,11 @@ def with_common_keys(config: Dict[str, Any]) -> Dict[str, Any]:
     return _converter(config).with_common_keys(config)
 
 
+def with_weight_settings(config: Dict[str, Any], weights: Dict[str, np.ndarray]) -> Dict[str, Any]:
+    """The config with the settings the model keeps as weights and llama.cpp reads as keys."""
+    return _converter(config).with_weight_settings(config, weights)
+
+
 def embedding_weight(config: Dict[str, Any]) -> str:
     """The token embedding's name in mlx_lm's model of this config."""
     return _converter(config).embedding_weight

@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 import mlx.core as mx
 import numpy as np
 
-from .convert import embedding_weight, family_for, gguf_tensors, with_common_keys, write_gguf
+from .convert import embedding_weight, family_for, gguf_tensors, with_common_keys, with_weight_settings, write_gguf
 from .families import unwrap_text_model
 from .file_types import (
     UNIFORM_TYPES,
@@ -86,7 +86,9 @@ def write_files(
     tokenizer.save_pretrained(str(folder))
     (folder / "config.json").write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
     # Quantizing from float32 loses the least, whatever the model's own type.
-    tensors = gguf_tensors(_as_float32(weights), config)
+    floats = _as_float32(weights)
+    config = with_weight_settings(config, floats)
+    tensors = gguf_tensors(floats, config)
     keys = tokenizer_keys(folder, int(embeddings.shape[0]))
     paths = []
     for method in methods:

@@ -57,6 +57,9 @@ TEXT_WRAPPERS = {
     "glm4v": ("text_config", "language_model."),
     "glm4v_moe": ("text_config", "language_model."),
     "glm_ocr": ("text_config", "language_model."),
+    "llava": ("text_config", "language_model."),  # mlx_lm runs it as mistral3: llama's text model
+    "kimi_vl": ("text_config", "language_model."),  # DeepSeek V3's text model, as mlx_lm runs both
+    "kimi_k25": ("text_config", "language_model."),
 }
 # Wrappers whose language model's weights keep a prefix of their own once the wrapper's is removed.
 _INNER_PREFIX = {"gemma3n": "model."}
@@ -108,6 +111,11 @@ NOTES: Dict[str, str] = {
     "gemma4_unified": "its encoder-free vision layout is not read here: export the language model saved as gemma4_text",
     "llama4_text": "mlx_lm's llama4_text is a dense model, and llama.cpp's llama4 refuses a model without experts: Llama 4 "
     "itself (the llama4 wrapper, its experts included) is exported",
+    "olmo": "mlx_lm's olmo reads the original OLMo layout (`d_model`, `att_proj`) and needs the ai2-olmo package to "
+    "import, and llama.cpp's converter reads transformers' OlmoForCausalLM names; the two are not checked against each "
+    "other here",
+    "bitnet": "mlx_lm's bitnet multiplies its packed ternary weights in a Metal kernel, so the model cannot run here "
+    "to be checked against llama.cpp's bitnet",
     "phimoe": "llama.cpp's phimoe routes by a renormalized softmax top-k, mlx_lm's by PhiMoE's sparsemixer, so the "
     "exported model would pick and weigh its experts differently",
 }

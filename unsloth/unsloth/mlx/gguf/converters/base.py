@@ -41,6 +41,10 @@ class Converter:
         model, for families that name or count them otherwise."""
         return config
 
+    def with_weight_settings(self, config: Dict[str, Any], weights: Dict[str, np.ndarray]) -> Dict[str, Any]:
+        """The config with the settings mlx_lm keeps as weights and llama.cpp reads as keys (Apertus' xIELU)."""
+        return config
+
     def family_for(self, config: Dict[str, Any]) -> Family:
         """The architecture written for this config (a family whose settings pick between two overrides it)."""
         return self.family
@@ -87,6 +91,10 @@ class Converter:
     def feed_forward_length(self, config: Dict[str, Any]) -> Union[int, List[int]]:
         return int(config["intermediate_size"])
 
+    def value_dims(self, config: Dict[str, Any]) -> int:
+        """Each value head's width, where it differs from the key heads'."""
+        return head_dim(config)
+
     def rotary_dims(self, config: Dict[str, Any]) -> int:
         """How much of each head the rope rotates."""
         return int(head_dim(config) * float(config.get("partial_rotary_factor") or 1.0))
@@ -106,7 +114,7 @@ class Converter:
         writer.add_head_count(int(config["num_attention_heads"]))
         writer.add_head_count_kv(self.kv_head_counts(config))
         writer.add_key_length(dims)
-        writer.add_value_length(dims)
+        writer.add_value_length(self.value_dims(config))
         writer.add_rope_dimension_count(self.rotary_dims(config))
         writer.add_rope_freq_base(self.rope_base(config))
         writer.add_layer_norm_rms_eps(self.rms_norm_eps(config))

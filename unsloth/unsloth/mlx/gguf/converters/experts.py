@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """The mixture-of-experts families llama.cpp reads with the common tensor names: Qwen 2 and 3 MoE, OLMoE,
-DeepSeek (v1), dots.llm1, Ling (bailing_moe), ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss and Llama 4's language model, each with the expert keys and the routing
-settings its graph fixes."""
+DeepSeek (v1), dots.llm1, Ling (bailing_moe), ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss, Llama 4's language model,
+DBRX, K-EXAONE, AFMoE and MiMo-V2-Flash, each with the expert keys and the routing settings its graph fixes."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+import re
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -322,6 +323,216 @@ class Llama4(Converter):
         writer.add_interleave_moe_layer_step(int(config["interleave_moe_layer_step"]))
 
 
+# mlx_lm's DBRX keeps each expert apart: (layer, expert, matrix), with llama.cpp's stacked tensor for each matrix.
+_DBRX_EXPERT = re.compile(r"^transformer\.blocks\.(\d+)\.ffn\.experts\.(\d+)\.(v1|w1|w2)\.weight$")
+_DBRX_STACKED = {"w1": "ffn_gate_exps", "v1": "ffn_up_exps", "w2": "ffn_down_exps"}
+
+
+class Dbrx(Converter):
+    """DBRX: one clipped query/key/value per layer, LayerNorms without biases, softmax top-k experts renormalized,
+    under MosaicML's names and keys (`d_model`, `attn_config`, `ffn_config`)."""
+
+    embedding_weight = "transformer.wte.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if not config["attn_config"].get("clip_qkv"):
+            raise UnsupportedModel("dbrx without clip_qkv: mlx_lm's dbrx always clips the query/key/value")
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        attention, ffn = config["attn_config"], config["ffn_config"]
+        return {
+            **config,
+            "hidden_size": int(config["d_model"]),
+            "num_hidden_layers": int(config["n_layers"]),
+            "num_attention_heads": int(config["n_heads"]),
+            "num_key_value_heads": int(attention["kv_n_heads"]),
+            "intermediate_size": int(ffn["ffn_hidden_size"]),
+            "num_local_experts": int(ffn["moe_num_experts"]),
+            "num_experts_per_tok": int(ffn["moe_top_k"]),
+            "rope_theta": float(attention["rope_theta"]),
+            "max_position_embeddings": int(config.get("max_seq_len") or 2048),
+            "layer_norm_eps": 1e-5,  # mlx_lm's LayerNorm default
+        }
+
+    def prepare_weights(self, weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        prepared: Dict[str, np.ndarray] = {}
+        experts: Dict[Tuple[int, str], Dict[int, np.ndarray]] = {}
+        for name, value in weights.items():
+            match = _DBRX_EXPERT.match(name)
+            if match is None:
+                prepared[name] = value
+            else:
+                layer, expert, matrix = match.groups()
+                experts.setdefault((int(layer), matrix), {})[int(expert)] = value
+        for (layer, matrix), by_expert in sorted(experts.items()):
+            prepared[f"blk.{layer}.{_DBRX_STACKED[matrix]}.weight"] = np.stack(
+                [by_expert[e] for e in sorted(by_expert)]
+            )
+        return prepared
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        return [(name, data, name.startswith("blk."))]
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_clamp_kqv(float(config["attn_config"]["clip_qkv"]))
+
+
+class ExaoneMoe(Converter):
+    """K-EXAONE (exaone_moe): sigmoid-scored experts picked with a selection bias, weighed by the unbiased scores
+    (normalized, scaled) beside a shared expert, after dense leading layers; rotary embeddings only in the sliding
+    layers, per-head query/key norms."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        kinds = list(config["layer_types"])
+        if "sliding_attention" not in kinds:
+            raise UnsupportedModel(
+                "exaone_moe without sliding layers: mlx_lm then rotates every layer, llama.cpp's exaone-moe none"
+            )
+        moe = [bool(flag) for flag in config["is_moe_layer"]]
+        if True not in moe:
+            raise UnsupportedModel("exaone_moe without expert layers: llama.cpp's exaone-moe requires them")
+        dense = moe.index(True)
+        if moe != [False] * dense + [True] * (len(moe) - dense):
+            raise UnsupportedModel(
+                "exaone_moe with dense layers after an expert layer: llama.cpp reads only leading ones"
+            )
+        if not config.get("num_shared_experts"):
+            raise UnsupportedModel("exaone_moe without a shared expert: llama.cpp's exaone-moe requires one")
+        if config.get("scoring_func", "sigmoid") != "sigmoid":
+            raise UnsupportedModel("exaone_moe with scoring_func other than sigmoid: mlx_lm's routes by sigmoid")
+        groups = int(config.get("n_group") or 1)
+        if groups > 1 and int(config.get("topk_group") or 1) < groups:
+            raise UnsupportedModel("exaone_moe choosing experts within groups: llama.cpp's exaone-moe reads none")
+
+    def rope_base(self, config: Dict[str, Any], local: bool = False) -> float:
+        return float(super().rope_base({"rope_theta": 1000000.0, **config}, local))  # mlx_lm's default
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        super().write_keys(writer, config, family)
+        experts, shared = int(config["moe_intermediate_size"]), int(config["num_shared_experts"])
+        used = int(config["num_experts_per_tok"])
+        writer.add_expert_feed_forward_length(experts)
+        writer.add_expert_shared_count(shared)
+        writer.add_expert_shared_feed_forward_length(experts * shared)
+        writer.add_expert_weights_scale(float(config.get("routed_scaling_factor", 2.5)))
+        writer.add_expert_weights_norm(bool(config.get("norm_topk_prob", True)) and used > 1)
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        writer.add_leading_dense_block_count([bool(flag) for flag in config["is_moe_layer"]].index(True))
+        writer.add_sliding_window(int(config["sliding_window"]))
+        writer.add_sliding_window_pattern([kind == "sliding_attention" for kind in config["layer_types"]])
+
+
+class Afmoe(Converter):
+    """AFMoE (Arcee Trinity): sigmoid-scored experts with a selection bias beside shared ones after dense leading
+    layers, norms before and after attention and MLP, a sigmoid gate on the attention output, rotary embeddings only
+    in the sliding layers, embeddings scaled by sqrt(hidden_size)."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        kinds = list(config["layer_types"])
+        llama_cpp = ["full_attention" if (layer + 1) % 4 == 0 else "sliding_attention" for layer in range(len(kinds))]
+        if kinds != llama_cpp:
+            raise UnsupportedModel(
+                "afmoe with sliding layers other than three of every four: llama.cpp's afmoe rotates exactly those"
+            )
+        if not config.get("mup_enabled", True):
+            raise UnsupportedModel("afmoe with mup_enabled=False: llama.cpp's afmoe always scales the embeddings")
+        if config.get("score_func", "sigmoid") != "sigmoid":
+            raise UnsupportedModel("afmoe with score_func other than sigmoid: not checked against llama.cpp here")
+        groups = int(config.get("n_group") or 1)
+        if groups > 1 and int(config.get("topk_group") or 1) < groups:
+            raise UnsupportedModel("afmoe choosing experts within groups: llama.cpp's afmoe reads none")
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".mlp.expert_bias"):
+            return [(blk(name, "exp_probs_b.bias"), data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        super().write_keys(writer, config, family)
+        used = int(config.get("num_experts_per_tok") or 8)
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_count(int(config.get("num_shared_experts", 1)))
+        writer.add_leading_dense_block_count(int(config.get("num_dense_layers", 2)))
+        writer.add_expert_weights_norm(bool(config.get("route_norm", True)) and used > 1)
+        writer.add_expert_weights_scale(float(config.get("route_scale", 2.826)))
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        writer.add_sliding_window(int(config.get("sliding_window") or 2048))
+        writer.add_sliding_window_pattern([kind == "sliding_attention" for kind in config["layer_types"]])
+
+
+# Settings of MiMo-V2-Flash's sliding layers that llama.cpp's mimo2 reads once for every layer.
+_MIMO2_SHARED = (
+    ("swa_head_dim", "head_dim"),
+    ("swa_v_head_dim", "v_head_dim"),
+    ("swa_num_attention_heads", "num_attention_heads"),
+)
+
+
+class MimoV2(Converter):
+    """MiMo-V2-Flash: sliding and global layers with their own key/value head counts and rope bases, attention sinks,
+    values wider or narrower than keys and scaled, sigmoid top-k experts (selection bias, normalized, scaled) in the
+    layers `moe_layer_freq` marks, dense MLPs in the others."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        for sliding, full in _MIMO2_SHARED:
+            if config[sliding] != config[full]:
+                raise UnsupportedModel(f"mimo_v2_flash with {sliding} apart from {full}: llama.cpp's mimo2 reads one")
+        if config.get("n_shared_experts") is not None:
+            raise UnsupportedModel("mimo_v2_flash with shared experts: llama.cpp's mimo2 has none")
+        if not config.get("norm_topk_prob") or int(config["num_experts_per_tok"]) == 1:
+            raise UnsupportedModel(
+                "mimo_v2_flash without renormalized top-k weights (norm_topk_prob off or one expert per token): "
+                "llama.cpp's mimo2 always renormalizes"
+            )
+        if config.get("routed_scaling_factor") not in (None, 1.0):
+            raise UnsupportedModel(
+                "mimo_v2_flash with routed_scaling_factor: llama.cpp's mimo2 never scales the experts' weights"
+            )
+        groups = int(config.get("n_group") or 1)
+        if groups > 1 and int(config.get("topk_group") or 1) < groups:
+            raise UnsupportedModel("mimo_v2_flash choosing experts within groups: llama.cpp's mimo2 reads none")
+
+    def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
+        full, sliding = int(config["num_key_value_heads"]), int(config["swa_num_key_value_heads"])
+        return [sliding if kind == 1 else full for kind in config["hybrid_layer_pattern"]]
+
+    def value_dims(self, config: Dict[str, Any]) -> int:
+        return int(config["v_head_dim"])
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return int(float(config["partial_rotary_factor"]) * int(config["head_dim"]))
+
+    def rope_base(self, config: Dict[str, Any], local: bool = False) -> float:
+        return float(config["swa_rope_theta"] if local else config["rope_theta"])
+
+    def rope_scaling(self, config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None  # mlx_lm's mimo_v2_flash reads none
+
+    def rms_norm_eps(self, config: Dict[str, Any]) -> float:
+        return float(config["layernorm_epsilon"])
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".self_attn.attention_sink_bias"):
+            return [(blk(name, "attn_sinks.weight"), data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        super().write_keys(writer, config, family)
+        writer.add_expert_count(int(config["n_routed_experts"]))
+        writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_sliding_window(int(config["sliding_window_size"]))
+        writer.add_sliding_window_pattern([kind == 1 for kind in config["hybrid_layer_pattern"]])
+        writer.add_rope_freq_base_swa(self.rope_base(config, local=True))
+        if config.get("attention_value_scale") is not None:
+            writer.add_float32(f"{family.architecture}.attention.value_scale", float(config["attention_value_scale"]))
+
+
 CONVERTERS = {
     "qwen3_moe": Qwen3Moe(Family("qwen3moe")),
     "qwen2_moe": Qwen2Moe(Family("qwen2moe")),
@@ -337,4 +548,8 @@ CONVERTERS = {
     "gpt_oss": GptOss(Family("gpt-oss", key="GPT_OSS", yarn=True)),
     # The language model of mlx_lm's llama4 wrapper, told apart from mlx_lm's dense llama4_text (see families.py).
     "llama4_wrapped_text": Llama4(Family("llama4")),
+    "dbrx": Dbrx(Family("dbrx")),
+    "afmoe": Afmoe(Family("afmoe")),
+    "mimo_v2_flash": MimoV2(Family("mimo2")),
+    "exaone_moe": ExaoneMoe(Family("exaone-moe", key="EXAONE_MOE", output_required=True)),
 }

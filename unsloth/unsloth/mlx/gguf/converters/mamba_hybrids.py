@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Falcon-H1 and Nemotron-H (Mamba 2 hybrids) as llama.cpp's falcon-h1, nemotron_h and nemotron_h_moe; Mamba (1)
-alone as llama.cpp's mamba.
+"""Falcon-H1 and Nemotron-H (Mamba 2 hybrids) as llama.cpp's falcon-h1, nemotron_h and nemotron_h_moe; Mamba (1) and
+Mamba 2 alone as llama.cpp's mamba and mamba2; Jamba (Mamba 1 with attention) as jamba.
 
 Falcon-H1 runs a Mamba 2 mixer beside attention in every block; Nemotron-H gives each block one mixer, Mamba 2,
 attention (no rotary embeddings), a relu² MLP or sigmoid-routed experts, as its `hybrid_override_pattern` says.
@@ -27,7 +27,7 @@ NEMOTRON_H_MOE = Family("nemotron_h_moe", key="NEMOTRON_H_MOE")
 _LAYER = re.compile(r"^(?:model|backbone)\.layers\.(\d+)\.")
 _MIXER = re.compile(r"\.(?:mamba|mixer)\.")
 # The mlx_lm argument saying whether the Mamba convolution has a bias, per family.
-_CONV_BIAS = {"falcon_h1": "mamba_conv_bias", "nemotron_h": "use_conv_bias"}
+_CONV_BIAS = {"falcon_h1": "mamba_conv_bias", "nemotron_h": "use_conv_bias", "mamba2": "use_conv_bias"}
 # (name, data, whether name is already llama.cpp's), as architectures.Piece.
 Piece = Tuple[str, np.ndarray, bool]
 
@@ -272,7 +272,8 @@ class Mamba(Converter):
             )
 
     def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
-        return {**config, "num_hidden_layers": int(_mlx_args(config).num_hidden_layers)}
+        # head_count 0, as it is written, is what K-quant mixes read
+        return {**config, "num_hidden_layers": int(_mlx_args(config).num_hidden_layers), "num_attention_heads": 0}
 
     def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
         if name.endswith(".mixer.conv1d.weight"):
@@ -296,9 +297,101 @@ class Mamba(Converter):
         writer.add_layer_norm_rms_eps(1e-5)  # nn.RMSNorm's default, which mlx_lm's mamba uses
 
 
+class Mamba2(Converter):
+    """Mamba 2 alone: every block one Mamba 2 mixer under a plain RMSNorm (nn.RMSNorm's default epsilon in mlx_lm),
+    its gated output normed over the whole inner width."""
+
+    embedding_weight = "backbone.embeddings.weight"
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        args = _mlx_args(config)
+        if args.use_bias:
+            raise UnsupportedModel("mamba2 with use_bias=True: llama.cpp's mamba2 has no projection biases")
+        if int(args.n_groups) > 1:
+            raise UnsupportedModel(
+                "mamba2 with n_groups > 1: mlx_lm norms the whole gated output at once, llama.cpp each group"
+            )
+        low, high = args.time_step_limit
+        if float(low) > 0.0 or math.isfinite(float(high)):
+            raise UnsupportedModel(
+                f"mamba2 with time_step_limit={tuple(args.time_step_limit)!r}: llama.cpp's scan never clips the step"
+            )
+        if float(args.layer_norm_epsilon) != 1e-5:
+            raise UnsupportedModel(
+                f"mamba2 with layer_norm_epsilon {args.layer_norm_epsilon!r}: mlx_lm norms each block's input with "
+                "1e-5 whatever the config says, llama.cpp every norm with the config's epsilon"
+            )
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        return {**config, "num_attention_heads": 0}  # the head count it is written with, which K-quant mixes read
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        return split_weight(name, data, config)
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        args = _mlx_args(config)
+        writer.add_context_length(int(args.max_position_embeddings))
+        writer.add_embedding_length(int(args.hidden_size))
+        writer.add_block_count(int(args.num_hidden_layers))
+        writer.add_feed_forward_length(0)
+        writer.add_head_count(0)
+        writer.add_ssm_conv_kernel(int(args.conv_kernel))
+        writer.add_ssm_inner_size(int(args.num_heads) * int(args.head_dim))
+        writer.add_ssm_state_size(int(args.ssm_state_size))
+        writer.add_ssm_time_step_rank(int(args.num_heads))  # llama.cpp reads the SSM head count here
+        writer.add_ssm_group_count(int(args.n_groups))
+        writer.add_layer_norm_rms_eps(float(args.layer_norm_epsilon))
+
+
+class Jamba(Converter):
+    """Jamba: Mamba (1) blocks with their time step, B and C normed, attention blocks without rotary embeddings
+    (head_count_kv 0 marks the Mamba ones), each followed by a dense MLP or softmax-weighted experts."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        args = _mlx_args(config)
+        if int(args.mamba_expand) != 2:
+            raise UnsupportedModel("jamba with mamba_expand other than 2: llama.cpp's jamba supports only 2")
+        if args.mamba_proj_bias:
+            raise UnsupportedModel("jamba with mamba_proj_bias=True: llama.cpp's jamba has no projection biases")
+        experts = int(args.num_experts)
+        if experts > 1 and int(args.num_experts_per_tok) < experts:
+            raise UnsupportedModel(
+                "jamba choosing some of its experts: mlx_lm weighs them by a softmax over the chosen alone, "
+                "llama.cpp's jamba by the softmax over all of them"
+            )
+
+    def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
+        args = _mlx_args(config)
+        return [int(args.num_key_value_heads) if kind == "attention" else 0 for kind in args.layers_block_type]
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.endswith(".mamba.conv1d.weight"):
+            pieces: List[Piece] = [(name, data.reshape(data.shape[0], -1), False)]
+            if not _mlx_args(config).mamba_conv_bias:  # llama.cpp's Mamba graph always adds one
+                pieces.append((_blk(name, "ssm_conv1d.bias"), np.zeros(data.shape[0], dtype=np.float32), True))
+            return pieces
+        if name.endswith(".mamba.A_log"):
+            return [(_blk(name, "ssm_a"), -np.exp(data), True)]  # llama.cpp stores A itself
+        if name.endswith(".mamba.D"):
+            return [(_blk(name, "ssm_d"), data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        args = _mlx_args(config)
+        writer.add_ssm_conv_kernel(int(args.mamba_d_conv))
+        writer.add_ssm_inner_size(int(args.mamba_expand) * int(args.hidden_size))
+        writer.add_ssm_state_size(int(args.mamba_d_state))
+        writer.add_ssm_time_step_rank(int(args.mamba_dt_rank))
+        if int(args.num_experts) > 1:
+            writer.add_expert_count(int(args.num_experts))
+            writer.add_expert_used_count(int(args.num_experts_per_tok))
+
+
 # Nemotron-H with experts is written as nemotron_h_moe.
 CONVERTERS = {
     "mamba": Mamba(Family("mamba")),
     "falcon_h1": MambaHybrid(Family("falcon-h1", key="FALCON_H1")),
     "nemotron_h": NemotronH(Family("nemotron_h")),
+    "mamba2": Mamba2(Family("mamba2")),
+    "jamba": Jamba(Family("jamba")),
 }
