@@ -71,7 +71,7 @@ EXPECTED = {
 KEYS = {
     "clip.has_vision_encoder": True,
     "clip.vision.projector_type": "gemma3nv",
-    "clip.vision.projection_dim": 64,
+    "clip.vision.projection_dim": 2048,  # the language model's width (64 in the kit model the converter read)
     "clip.vision.image_size": 768,
     "clip.vision.patch_size": 3,
     "clip.vision.embedding_length": 2048,
@@ -84,7 +84,7 @@ KEYS = {
 CONFIG = {
     "model_type": "gemma3n",
     "hidden_size": 2048,
-    "text_config": {"model_type": "gemma3n_text", "hidden_size": 64},
+    "text_config": {"model_type": "gemma3n_text", "hidden_size": 2048},
     "vision_config": {"model_type": "gemma3n_vision", "hidden_size": 2048, "vocab_size": 4, "vocab_offset": 516},
     "audio_config": {"hidden_size": 32, "conf_num_hidden_layers": 1, "input_feat_size": 128},
 }
@@ -152,3 +152,11 @@ def test_an_unknown_mobilenet_block_weight_is_refused_by_name(tmp_path: Path) ->
     weights = {"vision_tower.timm_model.blocks.0.0.se.fc.weight": mx.zeros((2, 2))}
     with pytest.raises(KeyError, match="no llama.cpp mmproj tensor for Gemma 3n's weight"):
         projector_for(CONFIG).tensors({**CONFIG, "audio_config": None}, weights, tmp_path)
+
+
+def test_a_language_model_narrower_than_the_tower_is_refused_by_name() -> None:
+    from unsloth.mlx.gguf.projectors import projector_for
+
+    config = {**CONFIG, "text_config": {"model_type": "gemma3n_text", "hidden_size": 64}}
+    with pytest.raises(NotImplementedError, match="language model 64 wide beside a vision tower 2048 wide.*libmtmd"):
+        projector_for(config)

@@ -16,7 +16,7 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from ..registry import ProjectorFamily, float32, register
+from ..registry import ProjectorFamily, UnsupportedProjector, float32, register
 
 _VISION_PREFIXES = ("vision_tower.", "embed_vision.")
 _NOT_LANGUAGE = ("vision_tower.", "embed_vision.", "audio_tower.", "embed_audio.")
@@ -68,6 +68,18 @@ class Gemma3nProjector(ProjectorFamily):
 
     # llama.cpp's converter keeps the stem's convolution in F32 whatever the file's type.
     forced_types = {"v.conv_stem.conv.weight": "F32"}
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        # libmtmd (clip.cpp) takes gemma3nv's output width from the projection's input side, the tower's width, and
+        # refuses a language model of any other width.
+        text = int(config["text_config"]["hidden_size"])
+        tower = int(config["vision_config"].get("hidden_size") or _WIDTH)
+        if text != tower:
+            raise UnsupportedProjector(
+                f"gemma3n with a language model {text} wide beside a vision tower {tower} wide: llama.cpp's libmtmd "
+                f"(llama-cpp-python 0.3.36) reads gemma3nv's output width as the tower's ({tower}) and refuses to load "
+                "the pair"
+            )
 
     def common_settings(
         self, config: Dict[str, Any], preprocessor: Dict[str, Any]
