@@ -2,7 +2,8 @@
 layouts (MobileNet-V5 blocks, stem, multi-scale fusion, the embedder, and an audio tower), written as the gemma3nv
 projector. The expected keys, names, types and shapes are those llama-cpp-python 0.3.36's own converter
 (`convert_hf_to_gguf.py --mmproj`) wrote for the tiny kit model (tools/kits/tiny_vlm_gemma3n.py) in f16, whose 552
-vision tensors ours matched byte for byte; llama.cpp's file adds the audio half this exporter leaves out by name."""
+vision tensors ours matched byte for byte, but for the 81 layer scales' shape (see EXPECTED); llama.cpp's file adds
+the audio half this exporter leaves out by name."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ EXPECTED = {
     "vision_tower.timm_model.blocks.0.0.bn1.weight": ("v.blk.0.0.bn1.weight", "F32", [16]),
     "vision_tower.timm_model.blocks.1.0.dw_start.conv.weight": ("v.blk.1.0.dw_start.conv.weight", "F16", [3, 3, 1, 8]),
     "vision_tower.timm_model.blocks.1.0.pw_exp.conv.weight": ("v.blk.1.0.pw_exp.conv.weight", "F16", [1, 1, 8, 24]),
-    # Its converter renames the blocks' layer scales before the step that would make them (1, C, 1, 1).
-    "vision_tower.timm_model.blocks.1.0.layer_scale.gamma": ("v.blk.1.0.layer_scale.gamma", "F32", [8]),
+    # Its converter leaves the blocks' layer scales vectors, which libmtmd's graph cannot broadcast: (1, C, 1, 1) here.
+    "vision_tower.timm_model.blocks.1.0.layer_scale.gamma": ("v.blk.1.0.layer_scale.gamma", "F32", [1, 1, 8, 1]),
     "vision_tower.timm_model.blocks.3.1.attn.query.proj.weight": (
         "v.blk.3.1.attn.query.proj.weight",
         "F16",

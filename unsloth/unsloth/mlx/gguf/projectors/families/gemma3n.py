@@ -31,9 +31,10 @@ _BLOCK_SUFFIXES = frozenset(
         "layer_scale.gamma",
     }
 )
-# llama.cpp's converter stores the stem's bias as (1, C, 1, 1), to broadcast over the feature map (the blocks' layer
-# scales it means to as well, but renames them before that step, so they stay vectors).
-_STEM_BIAS = "v.conv_stem.conv.bias"
+# Vectors libmtmd's MobileNet graph multiplies into a (W, H, C) map, so stored as (1, C, 1, 1). llama.cpp 0.3.36's
+# converter means to store the blocks' layer scales so too but renames them first and leaves them vectors, which its
+# graph then cannot broadcast (a GGML_ASSERT in build_inverted_residual): here they take the shape the graph needs.
+_BROADCAST = ("v.conv_stem.conv.bias", ".layer_scale.gamma")
 # llama.cpp's converter's defaults for a MobileNet-V5 config, which names none of them.
 _IMAGE_SIDE = 768
 _IMAGE_TOKENS = 256
@@ -122,7 +123,7 @@ class Gemma3nProjector(ProjectorFamily):
             data = float32(value)
             if data.ndim == 4:
                 data = data.transpose(0, 3, 1, 2)  # MLX's (out, h, w, in) convolution to llama.cpp's (out, in, h, w)
-            if target == _STEM_BIAS:
+            if target.endswith(_BROADCAST):
                 data = data.reshape(1, -1, 1, 1)
             tensors[target] = data
         return tensors
