@@ -76,7 +76,8 @@ def write_mmproj(
     writer.add_name(name)
     writer.add_file_type(gguf.LlamaFileType[llama_type])
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    write_common_keys(writer, config, family.vision_settings(config), preprocessor)
+    vision, preprocessor = family.common_settings(config, preprocessor)
+    write_common_keys(writer, config, vision, preprocessor)
     if family.per_encoder_type:
         writer.add_clip_vision_projector_type(family.projector_type)
     else:

@@ -36,6 +36,13 @@ class ProjectorFamily:
         converter does)."""
         return dict(config["vision_config"])
 
+    def common_settings(
+        self, config: Dict[str, Any], preprocessor: Dict[str, Any]
+    ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """The vision config and the processor's settings the shared keys are written from (a family whose
+        converter derives them from the processor's settings overrides this)."""
+        return self.vision_settings(config), preprocessor
+
     def refuse(self, config: Dict[str, Any]) -> None:
         """Raise `UnsupportedProjector` for a setting llama.cpp's projector graph does not reproduce."""
 
