@@ -9,7 +9,7 @@ vision tower is written in bf16 (561 MiB), the rest in float32.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from tools.kits.tiny_vlm_folder import _model, _save_weights, _write_json
 
@@ -74,9 +74,7 @@ def gemma3n_text_config(vocab: int, per_layer_vocab: int, layers: int = 2, share
     }
 
 
-def gemma3n_config(
-    ids: Dict[str, int], layers: int = 2, shared: int = 0, text: Optional[Dict[str, Any]] = None
-) -> Dict[str, Any]:
+def gemma3n_config(ids: Dict[str, int], layers: int = 2, shared: int = 0) -> Dict[str, Any]:
     vision_offset, audio_offset = ids[VISION_RANGE[0]], ids[AUDIO_RANGE[0]]
     vocab = audio_offset + RANGE_SIZE
     return {
@@ -96,7 +94,7 @@ def gemma3n_config(
         "eos_token_id": [ids[GEMMA3N_END_OF_TURN], ids["<|eos|>"]],
         "pad_token_id": ids["<|pad|>"],
         "torch_dtype": "float32",
-        "text_config": {**gemma3n_text_config(vocab, vision_offset, layers, shared), **(text or {})},
+        "text_config": gemma3n_text_config(vocab, vision_offset, layers, shared),
         "vision_config": {
             "model_type": "gemma3n_vision",
             "hidden_size": VISION_WIDTH,
@@ -153,12 +151,11 @@ def build_tiny_gemma3n(
     layers: int = 2,
     shared: int = 0,
     image_side: int = 768,
-    text: Optional[Dict[str, Any]] = None,
 ) -> Path:
     """A loadable tiny Gemma 3n (text, audio and mlx-vlm's fixed vision tower) in `folder`; `shared` of its
     `layers` reuse an earlier layer's keys and values, as the real checkpoints' last ones do; its processor resizes
     images to `image_side` pixels (the checkpoints' 768, or 512, the smallest the tower's fusion adapter takes).
-    `text` overrides settings of its text config. Returns its path."""
+    Returns its path."""
     from mlx_vlm.models import gemma3n
 
     folder = Path(folder)
@@ -168,7 +165,7 @@ def build_tiny_gemma3n(
     ids = _write_tokenizer(folder, vocab_size, named)
     if ids["__size__"] != ids[AUDIO_RANGE[0]] + RANGE_SIZE:
         raise AssertionError(f"the audio range must close the vocabulary: {ids}")
-    config = gemma3n_config(ids, layers, shared, text)
+    config = gemma3n_config(ids, layers, shared)
     _write_json(folder / "config.json", config)
     _write_json(
         folder / "processor_config.json",

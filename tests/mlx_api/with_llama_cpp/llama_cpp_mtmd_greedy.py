@@ -40,7 +40,7 @@ def _last_logits(context, n_vocab: int) -> np.ndarray:
 
 
 def continue_prompt(path: str, mmproj: str, rgb: bytes, size: tuple, image_token: int, text: str, count: int) -> dict:
-    llm = Llama(model_path=path, n_ctx=512, n_batch=512, n_threads=THREADS, n_threads_batch=THREADS, verbose=False)
+    llm = Llama(model_path=path, n_ctx=256, n_batch=256, n_threads=THREADS, n_threads_batch=THREADS, verbose=False)
     params = mtmd.mtmd_context_params_default()
     params.use_gpu = False
     params.n_threads = THREADS
