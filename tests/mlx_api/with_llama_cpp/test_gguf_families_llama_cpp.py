@@ -19,6 +19,9 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 # Phi-3's attention and MLP inputs are fused, and a target that names nothing in a model is refused.
 FAMILY_TARGETS = {"phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")}
 STEPS = 60
+# Gemma 3's tiny model answers "Sr is red." at 60 steps with MKL's sums under MLX (tools/mlx_test_blas.py), "The
+# kettle is red" at 80 with MKL's and the reference BLAS's alike.
+LONGER = {"gemma3_text": 80}
 # method: (file, least greedy tokens equal to MLX's out of 8, largest relative logit gap at the first position).
 EXPECTED = {
     "f16": ("unsloth.F16.gguf", 8, 1e-2),
@@ -43,7 +46,8 @@ def family_export(request, tmp_path_factory):
         model, r=8, lora_alpha=16, random_state=0, target_modules=FAMILY_TARGETS.get(architecture, TARGETS)
     )
     # MLX's own seeded shuffle: under CUDA Unsloth's order (the default now) Gemma 2 and 3 do not answer in 60 steps.
-    train_until_it_answers(model, tokenizer, root, steps=STEPS, learning_rate=1e-2, dataset_order="default")
+    steps = LONGER.get(architecture, STEPS)
+    train_until_it_answers(model, tokenizer, root, steps=steps, learning_rate=1e-2, dataset_order="default")
     text = prompt_text()
     prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
     first, tokens = mlx_greedy(model, prompt, NEW_TOKENS)
