@@ -231,3 +231,25 @@ def test_a_tensor_of_many_chunks_encodes_as_its_rows_do_one_by_one():
     x = (rng.standard_normal((4500, 256)) * 0.02).astype(np.float32)  # more super-blocks than one pass takes
     whole = quantize_k(x, "Q4_K")
     assert np.array_equal(whole, np.concatenate([quantize_k(x[row : row + 1], "Q4_K") for row in range(4500)]))
+
+
+def test_mixes_of_one_export_encode_each_tensor_and_type_once_and_keep_it_only_until_its_last_use():
+    from unsloth.mlx.gguf.kquants.writer import EncodedOnce, encode
+
+    rows = np.random.default_rng(0).standard_normal((4, 256)).astype(np.float32)
+    # Three mixes: the output is Q6_K in all three, the attention Q4_K in two and Q5_K in one.
+    plans = [
+        {"output.weight": "Q6_K", "blk.0.attn_q.weight": "Q4_K"},
+        {"output.weight": "Q6_K", "blk.0.attn_q.weight": "Q4_K"},
+        {"output.weight": "Q6_K", "blk.0.attn_q.weight": "Q5_K"},
+    ]
+    shared = EncodedOnce(plans)
+    first = [shared.encode(name, rows, kind) for name, kind in plans[0].items()]
+    second = [shared.encode(name, rows, kind) for name, kind in plans[1].items()]
+    assert all(again is encoded for again, encoded in zip(second, first))  # reused, not encoded again
+    third = shared.encode("output.weight", rows, "Q6_K")
+    assert third is first[0]
+    np.testing.assert_array_equal(shared.encode("blk.0.attn_q.weight", rows, "Q5_K"), encode(rows, "Q5_K"))
+    # Past its last planned use nothing is held: a further call encodes afresh.
+    assert shared.encode("output.weight", rows, "Q6_K") is not first[0]
+    np.testing.assert_array_equal(first[0], encode(rows, "Q6_K"))

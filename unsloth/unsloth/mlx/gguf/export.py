@@ -26,7 +26,7 @@ from .file_types import (
     llama_file_type,
     resolve_method,
 )
-from .kquants.writer import write_mix
+from .kquants.writer import EncodedOnce, mix_types, write_mix
 from .ollama import FILE_LOCATION, MODELFILE_NAME, build_modelfile
 from .tokenizer import tokenizer_keys
 
@@ -90,6 +90,7 @@ def write_files(
     config = with_weight_settings(config, floats)
     tensors = gguf_tensors(floats, config)
     keys = tokenizer_keys(folder, int(embeddings.shape[0]))
+    shared = EncodedOnce(mix_types(method, tensors, config) for method in methods if method not in UNIFORM_TYPES)
     paths = []
     for method in methods:
         path = folder / f"unsloth.{file_label(method)}.gguf"
@@ -97,7 +98,7 @@ def write_files(
             if method in UNIFORM_TYPES:
                 write_gguf(path, tensors, config, keys, UNIFORM_TYPES[method][0], llama_file_type(method))
             else:
-                write_mix(path, tensors, config, keys, method)  # as llama.cpp's quantizer writes it
+                write_mix(path, tensors, config, keys, method, shared=shared)  # as llama.cpp's quantizer writes it
         except BaseException:
             path.unlink(missing_ok=True)  # no half-written file
             raise

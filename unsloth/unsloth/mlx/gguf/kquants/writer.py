@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -45,6 +46,33 @@ def encode(data: np.ndarray, type_name: str) -> np.ndarray:
     return gguf.quants.quantize(np.ascontiguousarray(data, dtype=np.float32), gguf.GGMLQuantizationType[type_name])
 
 
+def mix_types(method: str, tensors: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> Dict[str, str]:
+    """Each tensor's type in the K-quant mix `method`, as llama.cpp's quantizer chooses it."""
+    from ..convert import family_for
+
+    architecture = family_for(dict(config)).architecture
+    return choose_types(method, {key: value.shape for key, value in tensors.items()}, model_shape(config, architecture))
+
+
+class EncodedOnce:
+    """Several mixes of one export give many tensors the same type (Q6_K output, Q4_K attention): each pair of
+    tensor and type is encoded once, and kept only until the last mix that uses it is written."""
+
+    def __init__(self, plans: Iterable[Mapping[str, str]]) -> None:
+        self._uses: Counter[Tuple[str, str]] = Counter(pair for types in plans for pair in types.items())
+        self._kept: Dict[Tuple[str, str], np.ndarray] = {}
+
+    def encode(self, tensor_name: str, data: np.ndarray, type_name: str) -> np.ndarray:
+        key = (tensor_name, type_name)
+        self._uses[key] -= 1
+        encoded = self._kept[key] if key in self._kept else encode(data, type_name)
+        if self._uses[key] > 0:
+            self._kept[key] = encoded
+        else:
+            self._kept.pop(key, None)
+        return encoded
+
+
 def write_mix(
     path: Path,
     tensors: Mapping[str, np.ndarray],
@@ -52,17 +80,17 @@ def write_mix(
     tokenizer_keys: Mapping[str, Any],
     method: str,
     name: str = "unsloth",
+    shared: Optional[EncodedOnce] = None,
 ) -> Dict[str, str]:
-    """Write `path` in the K-quant mix `method`; returns each tensor's type. A failure leaves no file behind."""
+    """Write `path` in the K-quant mix `method`; returns each tensor's type. A failure leaves no file behind.
+    `shared` encodes what the export's other mixes also write only once."""
     import gguf
 
     from ..convert import family_for, write_hyperparameters
     from ..file_types import llama_file_type
 
     family = family_for(dict(config))
-    types = choose_types(
-        method, {key: value.shape for key, value in tensors.items()}, model_shape(config, family.architecture)
-    )
+    types = mix_types(method, tensors, config)
     path = Path(path)
     handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     os.close(handle)
@@ -77,7 +105,7 @@ def write_mix(
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         for tensor_name, data in tensors.items():
             kind = types[tensor_name]
-            encoded = encode(data, kind)
+            encoded = encode(data, kind) if shared is None else shared.encode(tensor_name, data, kind)
             if kind in ("F32", "F16"):
                 writer.add_tensor(tensor_name, encoded)
             else:
