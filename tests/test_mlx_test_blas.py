@@ -39,3 +39,14 @@ def test_every_mlx_session_runs_its_tests_with_it():
     for session in ("mlx", "mlx_trl", "mlx_torch", "llama_cpp"):
         body = noxfile.split(f"\ndef {session}(session: nox.Session) -> None:", 1)[1].split("\n@nox.session", 1)[0]
         assert "env=_mlx_blas(session)" in body, session
+
+
+def test_a_check_measured_on_the_reference_blas_gets_an_environment_without_mkl():
+    environ = {
+        "LD_PRELOAD": "/venv/lib/libmkl_rt.so.2 /opt/other.so",
+        "MKL_THREADING_LAYER": "SEQUENTIAL",
+        "MKL_NUM_THREADS": "1",
+        "PATH": "/bin",
+    }
+    assert mlx_test_blas.reference(environ) == {"LD_PRELOAD": "/opt/other.so", "PATH": "/bin"}
+    assert mlx_test_blas.reference({"LD_PRELOAD": "/venv/lib/libmkl_rt.so.2", "PATH": "/bin"}) == {"PATH": "/bin"}

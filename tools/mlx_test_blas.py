@@ -34,3 +34,12 @@ def environment(venv: str | Path, environ: Mapping[str, str] = os.environ) -> di
         return {}
     preload = " ".join(part for part in (str(library), environ.get("LD_PRELOAD", "")) if part)
     return {"LD_PRELOAD": preload, "MKL_THREADING_LAYER": "SEQUENTIAL", "MKL_NUM_THREADS": "1"}
+
+
+def reference(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without MKL under MLX, for a check whose bounds were measured on the reference BLAS's sums (MKL picks
+    its kernels, and so the order of its sums, by each product's shape)."""
+    kept = {key: value for key, value in environ.items() if not key.startswith("MKL_")}
+    preload = " ".join(part for part in environ.get("LD_PRELOAD", "").split() if not part.endswith(LIBRARY))
+    kept.pop("LD_PRELOAD", None)
+    return {**kept, "LD_PRELOAD": preload} if preload else kept

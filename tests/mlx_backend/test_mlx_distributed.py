@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tools import mlx_test_blas
+
 WORKER = Path(__file__).with_name("distributed_worker.py")
 # Rows of varied lengths, 9 of them: the last global batch of 4 leaves rank 1 without a row.
 ROWS = [[(11 * row + 7 * position) % 500 + 2 for position in range(3 + (row * 5) % 23)] for row in range(9)]
@@ -47,7 +49,8 @@ def launch(tmp_path: Path, model_dir: Path, jobs: list, ranks: int, timeout: flo
     results.mkdir(exist_ok=True)
     plan = tmp_path / f"plan-{ranks}-{jobs[0]['name']}.json"
     plan.write_text(json.dumps({"jobs": jobs, "model_dir": str(model_dir), "results": str(results)}), encoding="utf-8")
-    base = {key: value for key, value in os.environ.items() if not key.startswith("MLX_")}
+    # The reference BLAS (tools/mlx_test_blas.py): the 1e-5 and 1e-6 bounds below are its sums of 2 rows against 4.
+    base = {key: value for key, value in mlx_test_blas.reference(os.environ).items() if not key.startswith("MLX_")}
     base.update(env or {})
     procs = []
     if ranks > 1:
