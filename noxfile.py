@@ -147,7 +147,6 @@ def mlx(session: nox.Session) -> None:
         "--ignore=tests/mlx_api/with_llama_cpp",
         "--expect-trl=absent",
         *session.posargs,
-        env=_mlx_blas(session),
     )
 
 

@@ -32,13 +32,19 @@ def test_an_installed_mkl_is_preloaded_single_threaded_before_any_earlier_preloa
     assert mlx_test_blas.environment(tmp_path / "no-venv", {}) == {}  # not installed: MLX's bundled BLAS
 
 
-def test_every_mlx_session_runs_its_tests_with_it():
+def test_every_mlx_session_but_the_memory_checking_one_runs_its_tests_with_it():
     from pathlib import Path
 
     noxfile = (Path(__file__).resolve().parent.parent / "noxfile.py").read_text()
-    for session in ("mlx", "mlx_trl", "mlx_torch", "llama_cpp"):
-        body = noxfile.split(f"\ndef {session}(session: nox.Session) -> None:", 1)[1].split("\n@nox.session", 1)[0]
-        assert "env=_mlx_blas(session)" in body, session
+
+    def body(session: str) -> str:
+        return noxfile.split(f"\ndef {session}(session: nox.Session) -> None:", 1)[1].split("\n@nox.session", 1)[0]
+
+    for session in ("mlx_trl", "mlx_torch", "llama_cpp"):
+        assert "env=_mlx_blas(session)" in body(session), session
+    # The mlx session's memory-guard check holds the probe's peak within 3% of the step's, measured on the bundled
+    # BLAS; with MKL one run in seven came out 3.6% apart.
+    assert "_mlx_blas" not in body("mlx")
 
 
 def test_a_check_measured_on_the_reference_blas_gets_an_environment_without_mkl():
