@@ -194,6 +194,9 @@ def test_in_a_real_cgroup_a_run_that_would_be_killed_stops_with_the_message_and_
         assert report["steps"] == 2
 
 
+# Its 3% bound is the bundled BLAS's: under MKL one run in seven came out 3.6% apart, faster products moving when
+# MLX's asynchronous evaluation frees buffers.
+@pytest.mark.reference_blas
 @pytest.mark.parametrize("compiled", [False, True])
 def test_the_check_measures_the_pass_the_step_will_run(load_tiny, config, compiled):
     """The check's peak is the step's own pass's, compiled or not: the two hold different amounts (compiled, this
