@@ -204,3 +204,31 @@ def test_a_zoo_policy_without_the_closure_keyword_is_passed_over_for_the_fallbac
     seen, stderr = run_probe(site)
     assert seen["name"] == "_unsloth_dataset_num_proc_fallback", stderr
     assert seen["answer"] == 1
+
+
+def test_a_deciding_function_swapped_for_an_older_one_is_refused_at_the_next_load():
+    # The signature check is cached by function object, so a replaced function is checked afresh.
+    import types
+
+    import unsloth_num_proc
+    import unsloth_zoo.dataset_num_proc as policy
+
+    module = types.ModuleType("swapped_policy")
+    module.__dict__.update({name: getattr(policy, name) for name in unsloth_num_proc.REQUIRED_API})
+    assert unsloth_num_proc._require_api(module) is module
+
+    def get_dataset_num_proc(desired=None, rows=None):
+        return None
+
+    module.get_dataset_num_proc = get_dataset_num_proc
+    with pytest.raises(ImportError, match=r"get_dataset_num_proc\(closure_bytes=\)"):
+        unsloth_num_proc._require_api(module)
+
+    class Unhashable:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, desired=None, rows=None, closure_bytes=None, closure=None, main_first=None, batched=None):
+            return None
+
+    module.get_dataset_num_proc = Unhashable()
+    assert unsloth_num_proc._require_api(module) is module

@@ -11,6 +11,7 @@ without paying for the package's import.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -93,6 +94,15 @@ def _require_api(module: ModuleType) -> ModuleType:
 
 
 def _parameters(function: object) -> Tuple[str, ...]:
+    try:
+        return _cached_parameters(function)
+    except TypeError:  # an unhashable callable
+        return _cached_parameters.__wrapped__(function)
+
+
+# By function object: every map asks load_policy(), and inspect.signature cost more than the policy's answer.
+@functools.lru_cache(maxsize=32)
+def _cached_parameters(function: object) -> Tuple[str, ...]:
     try:
         return tuple(inspect.signature(function).parameters)  # type: ignore[arg-type]
     except (TypeError, ValueError):
