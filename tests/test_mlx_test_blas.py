@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Optional
+
+import pytest
+
 from tools import mlx_test_blas
 
 
@@ -32,19 +43,140 @@ def test_an_installed_mkl_is_preloaded_single_threaded_before_any_earlier_preloa
     assert mlx_test_blas.environment(tmp_path / "no-venv", {}) == {}  # not installed: MLX's bundled BLAS
 
 
-def test_every_mlx_session_but_the_memory_checking_one_runs_its_tests_with_it():
-    from pathlib import Path
+ROOT = Path(__file__).resolve().parent.parent
+# Its check holds the probe's peak within 3% of the step's, measured on the bundled BLAS; with MKL one run in seven
+# came out 3.6% apart, so whichever pytest call runs it must run it without MKL.
+MEMORY_GUARD = "tests/mlx_backend/test_memory_guard.py"
+MLX_SESSIONS = ("mlx", "mlx_trl", "mlx_torch", "llama_cpp")
 
-    noxfile = (Path(__file__).resolve().parent.parent / "noxfile.py").read_text()
 
-    def body(session: str) -> str:
-        return noxfile.split(f"\ndef {session}(session: nox.Session) -> None:", 1)[1].split("\n@nox.session", 1)[0]
+class _RecordingSession:
+    """nox's `Session` as far as the MLX sessions use it: installs and runs are recorded, and nothing runs."""
 
-    for session in ("mlx_trl", "mlx_torch", "llama_cpp"):
-        assert "env=_mlx_blas(session)" in body(session), session
-    # The mlx session's memory-guard check holds the probe's peak within 3% of the step's, measured on the bundled
-    # BLAS; with MKL one run in seven came out 3.6% apart.
-    assert "_mlx_blas" not in body("mlx")
+    def __init__(self, venv: Path) -> None:
+        self.virtualenv = SimpleNamespace(location=str(venv))
+        self.bin = str(Path(sys.executable).parent)
+        self.posargs: list[str] = []
+        self.env: dict[str, str] = {}
+        self.installs: list[tuple[str, ...]] = []
+        self.runs: list[tuple[tuple[str, ...], Optional[dict]]] = []
+
+    def install(self, *arguments: str, **settings: object) -> None:
+        self.installs.append(arguments)
+
+    def run(self, *arguments: str, env: Optional[dict] = None, **settings: object) -> str:
+        self.runs.append((arguments, env))
+        return ""
+
+    def log(self, *arguments: object, **settings: object) -> None:
+        pass
+
+    warn = log
+
+
+def _nox_stand_in() -> types.ModuleType:
+    """The `nox` module's decorators and settings as the noxfile uses them at import (nox is not in the test venvs)."""
+    nox = types.ModuleType("nox")
+    nox.__dict__.update(
+        session=lambda function=None, **settings: function or (lambda decorated: decorated),
+        parametrize=lambda *arguments, **settings: lambda decorated: decorated,
+        options=SimpleNamespace(),
+        Session=object,
+        command=SimpleNamespace(CommandFailed=type("CommandFailed", (Exception,), {})),
+    )
+    return nox
+
+
+@pytest.fixture(scope="module")
+def noxfile():
+    """noxfile.py loaded once as a module under the `nox` stand-in (loading it asks pip for its settings: seconds),
+    its changes to os.environ and sys.path undone after."""
+    saved = dict(os.environ)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "nox", _nox_stand_in())
+        patch.setattr(sys, "path", list(sys.path))
+        spec = importlib.util.spec_from_file_location("noxfile_under_test", ROOT / "noxfile.py")
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+            yield module
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def _session_venv(root: Path, name: str) -> Path:
+    """A venv as nox names it, with MKL's library where its wheel puts it."""
+    venv = root / name
+    (venv / "lib").mkdir(parents=True)
+    (venv / "lib" / mlx_test_blas.LIBRARY).write_bytes(b"")
+    (venv / "pyvenv.cfg").write_text("version = 3.11.9\n")
+    return venv
+
+
+def _cached_llama_cpp_wheel(root: Path) -> Path:
+    """A wheel in the folder the llama_cpp session looks in first, so it builds nothing."""
+    script = [sys.executable, str(ROOT / "tools" / "llama_cpp_build.py")]
+    name = subprocess.run(script, check=True, capture_output=True, text=True).stdout.strip()
+    (root / name).mkdir(parents=True)
+    (root / name / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl").write_bytes(b"")
+    return root
+
+
+def _runs_the_memory_guard(arguments: tuple[str, ...]) -> bool:
+    """Whether a pytest call collects the memory-guard tests: a path holding them, not ignored or deselected."""
+
+    def covers(path: str) -> bool:
+        return MEMORY_GUARD == path or MEMORY_GUARD.startswith(path.rstrip("/") + "/")
+
+    paths, left_out, previous = [], [], ""
+    for argument in arguments:
+        if previous in ("--ignore", "--deselect"):
+            left_out.append(argument)
+        elif argument.startswith(("--ignore=", "--deselect=")):
+            left_out.append(argument.split("=", 1)[1])
+        elif argument.startswith("tests"):
+            paths.append(argument)
+        previous = argument
+    return any(covers(path) for path in paths) and not any(covers(path) for path in left_out)
+
+
+def _carries_mkl(env: Optional[dict], venv: Path) -> bool:
+    env = env or {}
+    mkl_first = env.get("LD_PRELOAD", "").split()[:1] == [str(venv / "lib" / mlx_test_blas.LIBRARY)]
+    return mkl_first and env.get("MKL_NUM_THREADS") == "1" and env.get("MKL_THREADING_LAYER") == "SEQUENTIAL"
+
+
+def _has_mkl(env: Optional[dict]) -> bool:
+    return any(part.endswith(mlx_test_blas.LIBRARY) for part in (env or {}).get("LD_PRELOAD", "").split())
+
+
+@pytest.mark.parametrize("name", MLX_SESSIONS)
+def test_each_mlx_sessions_tests_run_under_mkl_but_the_memory_guard(noxfile, name, tmp_path, monkeypatch):
+    monkeypatch.setattr(mlx_test_blas.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(mlx_test_blas.platform, "machine", lambda: "x86_64")
+    monkeypatch.delenv(mlx_test_blas.OPT_OUT_VARIABLE, raising=False)
+    monkeypatch.setenv("UNSLOTH_LLAMA_CPP_WHEELS", str(_cached_llama_cpp_wheel(tmp_path / "wheels")))
+    venv = _session_venv(tmp_path / "venvs", name)
+    session = _RecordingSession(venv)
+    getattr(noxfile, name)(session)
+    calls = [(arguments, env) for arguments, env in session.runs if "pytest" in arguments[:3]]
+    assert calls, f"{name} runs no pytest"
+    for arguments, env in calls:
+        if _runs_the_memory_guard(arguments):
+            assert not _has_mkl(env), f"{name} runs the memory guard under MKL: {arguments}"
+        else:
+            assert _carries_mkl(env, venv), f"{name} runs pytest without MKL: {arguments} env={env}"
+    if name != "mlx" or any(_carries_mkl(env, venv) for _, env in calls):
+        assert any(mlx_test_blas.MKL in arguments for arguments in session.installs), f"{name} installs no MKL"
+
+
+def test_the_memory_guard_tests_are_where_the_check_looks_for_them():
+    assert (ROOT / MEMORY_GUARD).is_file()
+    assert _runs_the_memory_guard(("pytest", "tests/mlx_backend", "tests/mlx_api", "--ignore=tests/mlx_api/x"))
+    assert not _runs_the_memory_guard(("pytest", "tests/mlx_backend", f"--ignore={MEMORY_GUARD}"))
+    assert not _runs_the_memory_guard(("pytest", "tests/mlx_api/with_torch", "tests/mlx_api/test_exports.py"))
+    assert _runs_the_memory_guard(("pytest", MEMORY_GUARD, "-x"))
 
 
 def test_a_check_measured_on_the_reference_blas_gets_an_environment_without_mkl():

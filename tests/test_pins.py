@@ -200,7 +200,7 @@ def _read_tools_module(name: str) -> str:
 
 def _imported_constants(tree: ast.Module, read_module) -> dict:
     """`module.NAME` for each module-level constant of the modules imported by `from tools import ...`."""
-    constants = {}
+    constants: dict = {}
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "tools":
             for alias in node.names:
