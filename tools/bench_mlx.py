@@ -18,7 +18,6 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -29,25 +28,7 @@ from tools.bench_mlx_depth import add_depth_arguments  # noqa: E402  (after the 
 from tools.bench_mlx_embeddings import add_embedding_arguments  # noqa: E402
 from tools.bench_mlx_inputs import fresh_lora_model, token_rows  # noqa: E402
 from tools.bench_mlx_shapes import add_shape_arguments  # noqa: E402
-
-
-class StepClock:
-    """Timestamps at the end of every optimizer step; the seconds from step `start` to the last one."""
-
-    def __init__(self) -> None:
-        self.stamps: list[float] = []
-
-    def tick(self, *args, **kwargs) -> None:
-        self.stamps.append(time.perf_counter())
-
-    on_step_end = tick  # as a Hugging Face-style callback for our trainer
-    on_train_loss_report = tick  # as mlx_lm's TrainingCallback (called every step with steps_per_report=1)
-
-    def on_val_loss_report(self, info) -> None:
-        pass
-
-    def seconds_after(self, start: int) -> float:
-        return self.stamps[-1] - self.stamps[start - 1]
+from tools.bench_step_clock import StepClock  # noqa: E402
 
 
 def time_ours(folder: Path, rows: list, options: argparse.Namespace, compile_steps: bool, output: Path) -> float:

@@ -19,6 +19,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
+from tools.bench_step_clock import StepClock
+
 BETA = 0.1
 LEARNING_RATE = 1e-6
 LORA_NAME = "mlx-lm-lora train_dpo"
@@ -59,28 +61,6 @@ def _lora_model(folder: Path, length: int, rank: int, seed: int) -> Any:
     model, tokenizer = FastLanguageModel.from_pretrained(str(folder), max_seq_length=length)
     mx.random.seed(seed)
     return FastLanguageModel.get_peft_model(model, r=rank, lora_alpha=2 * rank), tokenizer
-
-
-class _StepClock:
-    """Timestamps at the end of every step; the seconds from step `start` to the last one."""
-
-    def __init__(self) -> None:
-        import time
-
-        self.now = time.perf_counter
-        self.stamps: List[float] = []
-
-    def tick(self, *args: Any, **kwargs: Any) -> None:
-        self.stamps.append(self.now())
-
-    on_step_end = tick  # a Hugging Face-style callback for our trainer
-    on_train_loss_report = tick  # mlx_lm's TrainingCallback, which mlx-lm-lora calls every steps_per_report steps
-
-    def on_val_loss_report(self, info: Any) -> None:
-        pass
-
-    def seconds_after(self, start: int) -> float:
-        return self.stamps[-1] - self.stamps[start - 1]
 
 
 def _ours_trainer(
@@ -133,7 +113,7 @@ def tokenized_pairs(folder: Path, rows: List[dict], options: Any, output: Path) 
 
 
 def time_ours(folder: Path, rows: List[dict], options: Any, output: Path, compiled: bool) -> float:
-    clock = _StepClock()
+    clock = StepClock()
     steps = options.warmup + options.dpo_steps
     trainer = _ours_trainer(folder, rows, options, steps, output, [clock], compiled)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -179,7 +159,7 @@ def time_mlx_lm_lora(folder: Path, pairs: List[dict], options: Any, output: Path
         adapter_file=str(output / "adapters.safetensors"),
         beta=BETA,
     )
-    clock = _StepClock()
+    clock = StepClock()
     # mlx-lm-lora draws each step's batch with numpy's global generator.
     np.random.seed(options.seed)
     with _metal_working_set(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
+from tools.bench_step_clock import StepClock
+
 LORA_NAME = "mlx-embeddings-lora train_contrastive (mnr)"
 OURS_NAME = "unsloth SentenceTransformerTrainer (MNRL)"
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -42,26 +44,6 @@ def embeddings_available() -> str:
         except ImportError:
             return f"{package} is not installed"
     return ""
-
-
-class _StepClock:
-    def __init__(self) -> None:
-        import time
-
-        self.now = time.perf_counter
-        self.stamps: List[float] = []
-
-    def tick(self, *args: Any, **kwargs: Any) -> None:
-        self.stamps.append(self.now())
-
-    on_step_end = tick  # a Hugging Face-style callback for our trainer
-    on_train_loss_report = tick  # mlx-embeddings-lora's callback, every step with steps_per_report=1
-
-    def on_val_loss_report(self, info: Any) -> None:
-        pass
-
-    def seconds_after(self, start: int) -> float:
-        return self.stamps[-1] - self.stamps[start - 1]
 
 
 @contextlib.contextmanager
@@ -121,7 +103,7 @@ def _ours(folder: Path, rows: List[Dict[str, str]], options: Any, output: Path) 
         report_to="none",
         seed=options.seed,
     )
-    clock = _StepClock()
+    clock = StepClock()
     trainer = SentenceTransformerTrainer(
         model=model,
         args=args,
@@ -160,7 +142,7 @@ def _theirs(folder: Path, token_rows: List[tuple], options: Any, output: Path) -
         max_seq_length=options.embedding_seq_len,
         adapter_file=str(output / "adapters.safetensors"),
     )
-    clock = _StepClock()
+    clock = StepClock()
     with _metal_answers(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         train_contrastive(
             model,

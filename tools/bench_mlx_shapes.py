@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from tools.bench_step_clock import StepClock
+
 QWEN2_5_0_5B = {
     "model_type": "qwen2",
     "architectures": ["Qwen2ForCausalLM"],
@@ -168,25 +170,6 @@ def peak_matmul_flops(products: List[tuple], repeats: int = 3) -> Dict[str, floa
             name = str(dtype).rsplit(".", 1)[-1]
             measured[f"{name} {rows}x{inner}x{columns}"] = 2 * rows * inner * columns / best
     return measured
-
-
-class StepClock:
-    """Timestamps at the end of every optimizer step, for either trainer's hook."""
-
-    def __init__(self) -> None:
-        self.stamps: List[float] = []
-
-    def tick(self, *args: Any, **kwargs: Any) -> None:
-        self.stamps.append(time.perf_counter())
-
-    on_step_end = tick  # a Hugging Face-style callback for our trainer
-    on_train_loss_report = tick  # mlx_lm's TrainingCallback, called every step with steps_per_report=1
-
-    def on_val_loss_report(self, info: Any) -> None:
-        pass
-
-    def step_seconds(self, warmup: int) -> List[float]:
-        return [later - earlier for earlier, later in zip(self.stamps[warmup - 1 :], self.stamps[warmup:])]
 
 
 def _measured(run: Any, clock: StepClock, warmup: int) -> Dict[str, Any]:

@@ -17,9 +17,10 @@ import contextlib
 import io
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List
+
+from tools.bench_step_clock import StepClock
 
 FAMILY = "qwen2_5_vl"
 LEARNING_RATE = 1e-4
@@ -46,25 +47,6 @@ def settle_vision_steps(options: Any) -> bool:
         print(f"--vision-steps {options.vision_steps} needs mlx-vlm: pip install mlx-vlm==0.7.10", file=sys.stderr)
         return False
     return True
-
-
-class _StepClock:
-    """Timestamps at the end of every step, from either trainer's hook."""
-
-    def __init__(self) -> None:
-        self.stamps: List[float] = []
-
-    def tick(self, *args: Any, **kwargs: Any) -> None:
-        self.stamps.append(time.perf_counter())
-
-    on_step_end = tick  # a Hugging Face-style callback for our trainer
-    on_train_loss_report = tick  # mlx-vlm's TrainingCallback, called every steps_per_report steps
-
-    def on_val_loss_report(self, info: Any) -> None:
-        pass
-
-    def seconds_after(self, start: int) -> float:
-        return self.stamps[-1] - self.stamps[start - 1]
 
 
 def _square(index: int) -> Any:
@@ -173,7 +155,7 @@ def our_trainer(
 
 
 def time_ours(folder: Path, options: Any, output: Path) -> float:
-    clock = _StepClock()
+    clock = StepClock()
     steps = options.warmup + options.vision_steps
     trainer, _ = our_trainer(folder, our_rows(options.batch * steps), options, steps, output, [clock])
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -229,7 +211,7 @@ def mlx_vlm_trainer(
 
 def time_mlx_vlm(folder: Path, linears: List[str], options: Any, output: Path) -> float:
     steps = options.warmup + options.vision_steps
-    clock = _StepClock()
+    clock = StepClock()
     trainer = mlx_vlm_trainer(folder, linears, mlx_vlm_rows(options.batch * steps), options, steps, output, clock)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         trainer.train()

@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from tools.bench_mlx_vision import _StepClock, adapted_linears, mlx_vlm_rows, mlx_vlm_trainer, our_rows, our_trainer
+from tools.bench_mlx_vision import adapted_linears, mlx_vlm_rows, mlx_vlm_trainer, our_rows, our_trainer
+from tools.bench_step_clock import StepClock
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS, MLX_VLM = "ours", "mlx_vlm"
@@ -45,7 +46,7 @@ def run_peak(trainer: str, folder: Path, words: int, checkpointing: bool, steps:
 
     import mlx.core as mx
 
-    options, answer, clock = _options(0), long_answer(words), _StepClock()
+    options, answer, clock = _options(0), long_answer(words), StepClock()
     with tempfile.TemporaryDirectory() as output:
         if trainer == OURS:
             built, _ = our_trainer(

@@ -17,9 +17,10 @@ import contextlib
 import io
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List
+
+from tools.bench_step_clock import StepClock
 
 TEXTS = ("red kettle", "blue bees", "green river", "pale moon")
 SAMPLE_RATE = 16000
@@ -57,19 +58,6 @@ def clip(index: int) -> Any:
 
     times = np.arange(int((0.5 + 0.25 * index) * SAMPLE_RATE)) / SAMPLE_RATE
     return (0.3 * np.sin(2 * np.pi * 180.0 * (index + 1) * times)).astype(np.float32)
-
-
-class _StepClock:
-    def __init__(self) -> None:
-        self.stamps: List[float] = []
-
-    def tick(self, *args: Any, **kwargs: Any) -> None:
-        self.stamps.append(time.perf_counter())
-
-    on_step_end = tick
-
-    def seconds_after(self, start: int) -> float:
-        return self.stamps[-1] - self.stamps[start - 1]
 
 
 class NotebookCollator:
@@ -119,7 +107,7 @@ def time_ours(folder: Path, options: Any, output: Path) -> float:
         }
         for index, text in enumerate(TEXTS)
     ]
-    clock = _StepClock()
+    clock = StepClock()
     arguments = Seq2SeqTrainingArguments(
         output_dir=str(output),
         per_device_train_batch_size=options.whisper_batch,
@@ -158,7 +146,7 @@ def _quiet_warnings() -> Any:
 
 
 @contextlib.contextmanager
-def _progress_stamps(clock: _StepClock) -> Any:
+def _progress_stamps(clock: StepClock) -> Any:
     """mlx-tune's loop updates its tqdm bar once per optimizer step, after evaluating the step: stamp there."""
     import tqdm
 
@@ -182,7 +170,7 @@ def time_mlx_tune(folder: Path, options: Any, output: Path) -> float:
         {"audio": {"array": clip(index), "sampling_rate": SAMPLE_RATE}, "text": text}
         for index, text in enumerate(TEXTS)
     ]
-    clock = _StepClock()
+    clock = StepClock()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _quiet_warnings():
         model, processor = FastSTTModel.from_pretrained(str(folder), dtype="float32")
         model = FastSTTModel.get_peft_model(

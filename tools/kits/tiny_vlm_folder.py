@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 
 def _write_tokenizer(folder: Path, vocab_size: int, special: List[str], template: str, **named: str) -> Dict[str, int]:
@@ -59,3 +59,44 @@ def _model(family: Any, config: dict, seed: int) -> Any:
 
 def _write_json(path: Path, value: dict) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+
+
+def open_folder(folder: str | Path) -> Path:
+    """`folder` as a path, created if missing: the first step of every builder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def write_model_folder(
+    folder: Path,
+    family: Any,
+    config: dict,
+    seed: int,
+    *,
+    preprocessor: Optional[dict] = None,
+    processor: Optional[dict] = None,
+) -> Path:
+    """The config, the processor's files that are given, and the family's seeded weights, written into `folder`."""
+    _write_json(folder / "config.json", config)
+    if preprocessor is not None:
+        _write_json(folder / "preprocessor_config.json", preprocessor)
+    if processor is not None:
+        _write_json(folder / "processor_config.json", processor)
+    _save_weights(folder, _model(family, config, seed))
+    return folder
+
+
+def pixel_bounded_preprocessor(image_processor_type: str, processor_class: str, patch_size: int, pixels: int) -> dict:
+    """Qwen 2 VL's image processor settings (which GLM-4V's reuses): 2 frames a patch, 2 x 2 merging, and an image
+    held to exactly `pixels` so a square of the kit's side is read without resizing."""
+    return {
+        "image_processor_type": image_processor_type,
+        "processor_class": processor_class,
+        "patch_size": patch_size,
+        "merge_size": 2,
+        "temporal_patch_size": 2,
+        "size": {"shortest_edge": pixels, "longest_edge": pixels},
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+    }

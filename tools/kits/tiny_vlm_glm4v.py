@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
-from tools.kits.tiny_vlm_folder import _model, _save_weights, _write_json, _write_tokenizer
+from tools.kits.tiny_vlm_folder import _write_tokenizer, open_folder, pixel_bounded_preprocessor, write_model_folder
 
 # The turn and image markers mlx-vlm's processor and llama.cpp's libmtmd look up by text; the box markers are those
 # the processor adds when it loads, present here so the vocabulary does not grow past the embedding.
@@ -95,21 +95,6 @@ def glm4v_config(ids: Dict[str, int]) -> dict:
     }
 
 
-def _preprocessor() -> dict:
-    # The processor bounds an image's pixels times its two frames.
-    pixels = 2 * GLM4V_IMAGE_SIDE * GLM4V_IMAGE_SIDE
-    return {
-        "image_processor_type": "Glm4vImageProcessor",
-        "processor_class": "Glm46VProcessor",
-        "patch_size": _PATCH,
-        "merge_size": 2,
-        "temporal_patch_size": 2,
-        "size": {"shortest_edge": pixels, "longest_edge": pixels},
-        "image_mean": [0.5, 0.5, 0.5],
-        "image_std": [0.5, 0.5, 0.5],
-    }
-
-
 def glm4v_moe_config(ids: Dict[str, int]) -> dict:
     """GLM-4.5V: GLM-4.1V's tower under GLM-4.5's experts, its sections rotating halves of the rotated part."""
     config = glm4v_config(ids)
@@ -188,10 +173,9 @@ def build_tiny_glm_ocr(folder: str | Path, *, seed: int = 0, vocab_size: int = 5
 
 
 def _build(folder: str | Path, module: Any, config_of: Any, seed: int, vocab_size: int) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     config = config_of(_write_tokenizer(folder, vocab_size, GLM4V_SPECIAL, GLM4V_TEMPLATE))
-    _write_json(folder / "config.json", config)
-    _write_json(folder / "preprocessor_config.json", _preprocessor())
-    _save_weights(folder, _model(module, config, seed))
-    return folder
+    # The processor bounds an image's pixels times its two frames.
+    pixels = 2 * GLM4V_IMAGE_SIDE * GLM4V_IMAGE_SIDE
+    preprocessor = pixel_bounded_preprocessor("Glm4vImageProcessor", "Glm46VProcessor", _PATCH, pixels)
+    return write_model_folder(folder, module, config, seed, preprocessor=preprocessor)

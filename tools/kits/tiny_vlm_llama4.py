@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict
 
-from tools.kits.tiny_vlm_folder import _model, _save_weights, _write_json, _write_tokenizer
+from tools.kits.tiny_vlm_folder import _write_tokenizer, open_folder, write_model_folder
 
 # Llama 4's turn and image markers, as its processor and chat template write them.
 LLAMA4_SPECIAL = [
@@ -115,22 +115,17 @@ def build_tiny_llama4(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
     names the adapter's second layer only in a tower of `vision_layers` >= 3."""
     from mlx_vlm.models import llama4
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     ids = _write_tokenizer(folder, vocab_size, LLAMA4_SPECIAL, LLAMA4_TEMPLATE, bos_token="<|header_start|>")
-    config = llama4_config(ids, vision_layers)
-    _write_json(folder / "config.json", config)
-    _write_json(
-        folder / "preprocessor_config.json",
-        {
-            "image_processor_type": "Llama4ImageProcessorFast",
-            "processor_class": "Llama4Processor",
-            "size": {"height": LLAMA4_IMAGE_SIDE, "width": LLAMA4_IMAGE_SIDE},
-            "max_patches": 16,
-            "image_mean": [0.5, 0.5, 0.5],
-            "image_std": [0.5, 0.5, 0.5],
-        },
+    preprocessor = {
+        "image_processor_type": "Llama4ImageProcessorFast",
+        "processor_class": "Llama4Processor",
+        "size": {"height": LLAMA4_IMAGE_SIDE, "width": LLAMA4_IMAGE_SIDE},
+        "max_patches": 16,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+    }
+    processor = {"processor_class": "Llama4Processor"}
+    return write_model_folder(
+        folder, llama4, llama4_config(ids, vision_layers), seed, preprocessor=preprocessor, processor=processor
     )
-    _write_json(folder / "processor_config.json", {"processor_class": "Llama4Processor"})
-    _save_weights(folder, _model(llama4, config, seed))
-    return folder

@@ -11,7 +11,15 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from tools.kits.tiny_vlm_folder import _model, _save_weights, _write_json, _write_tokenizer
+from tools.kits.tiny_vlm_folder import (
+    _model,
+    _save_weights,
+    _write_json,
+    _write_tokenizer,
+    open_folder,
+    pixel_bounded_preprocessor,
+    write_model_folder,
+)
 from tools.kits.tiny_vlm_glm4v import build_tiny_glm4v, build_tiny_glm4v_moe, build_tiny_glm_ocr  # noqa: F401  GLM-4V exports but does not train: no BUILDERS row
 from tools.kits.tiny_vlm_muse_glimmer import MUSE_GLIMMER_END_OF_TURN, MUSE_GLIMMER_IMAGE_SIDE, build_tiny_muse_glimmer
 
@@ -92,18 +100,15 @@ def build_tiny_qwen25_vl(folder: str | Path, *, seed: int = 0, vocab_size: int =
     """A loadable tiny Qwen 2.5 VL in `folder` (created if missing), `layers` language blocks; returns its path."""
     from mlx_vlm.models import qwen2_5_vl
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     ids = _write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE)
     config = {**qwen25_vl_config(ids), "num_hidden_layers": layers}
-    _write_json(folder / "config.json", config)
+    return write_model_folder(folder, qwen2_5_vl, config, seed, preprocessor=_qwen2_preprocessor())
+
+
+def _qwen2_preprocessor() -> dict:
     pixels = QWEN_IMAGE_SIDE * QWEN_IMAGE_SIDE
-    _write_json(
-        folder / "preprocessor_config.json",
-        {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "min_pixels": pixels, "max_pixels": pixels},
-    )
-    _save_weights(folder, _model(qwen2_5_vl, config, seed))
-    return folder
+    return {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "min_pixels": pixels, "max_pixels": pixels}
 
 
 def qwen2_vl_config(ids: Dict[str, int]) -> dict:
@@ -130,17 +135,9 @@ def build_tiny_qwen2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 
     """A loadable tiny Qwen 2 VL in `folder`; returns its path."""
     from mlx_vlm.models import qwen2_vl
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     config = qwen2_vl_config(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
-    _write_json(folder / "config.json", config)
-    pixels = QWEN_IMAGE_SIDE * QWEN_IMAGE_SIDE
-    _write_json(
-        folder / "preprocessor_config.json",
-        {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "min_pixels": pixels, "max_pixels": pixels},
-    )
-    _save_weights(folder, _model(qwen2_vl, config, seed))
-    return folder
+    return write_model_folder(folder, qwen2_vl, config, seed, preprocessor=_qwen2_preprocessor())
 
 
 def qwen3_vl_config(ids: Dict[str, int]) -> dict:
@@ -193,27 +190,7 @@ def build_tiny_qwen3_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 
     """A loadable tiny Qwen 3 VL in `folder`; returns its path."""
     from mlx_vlm.models import qwen3_vl
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    config = qwen3_vl_config(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
-    _write_json(folder / "config.json", config)
-    _write_json(folder / "preprocessor_config.json", _qwen3_preprocessor("Qwen3VLProcessor"))
-    _save_weights(folder, _model(qwen3_vl, config, seed))
-    return folder
-
-
-def _qwen3_preprocessor(processor_class: str) -> dict:
-    pixels = QWEN3_IMAGE_SIDE * QWEN3_IMAGE_SIDE
-    return {
-        "image_processor_type": "Qwen2VLImageProcessorFast",
-        "processor_class": processor_class,
-        "patch_size": 16,
-        "merge_size": 2,
-        "temporal_patch_size": 2,
-        "size": {"shortest_edge": pixels, "longest_edge": pixels},
-        "image_mean": [0.5, 0.5, 0.5],
-        "image_std": [0.5, 0.5, 0.5],
-    }
+    return _build_qwen3_family(folder, qwen3_vl, qwen3_vl_config, seed, vocab_size)
 
 
 def qwen3_5_config(ids: Dict[str, int]) -> dict:
@@ -254,13 +231,7 @@ def build_tiny_qwen3_5(folder: str | Path, *, seed: int = 0, vocab_size: int = 5
     """A loadable tiny Qwen 3.5 (vision) in `folder`; returns its path."""
     from mlx_vlm.models import qwen3_5
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    config = qwen3_5_config(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
-    _write_json(folder / "config.json", config)
-    _write_json(folder / "preprocessor_config.json", _qwen3_preprocessor("Qwen3VLProcessor"))
-    _save_weights(folder, _model(qwen3_5, config, seed))
-    return folder
+    return _build_qwen3_family(folder, qwen3_5, qwen3_5_config, seed, vocab_size)
 
 
 def qwen3_vl_moe_config(ids: Dict[str, int]) -> dict:
@@ -300,13 +271,11 @@ def qwen3_5_moe_config(ids: Dict[str, int]) -> dict:
 
 
 def _build_qwen3_family(folder: str | Path, module: Any, config_of: Any, seed: int, vocab_size: int) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     config = config_of(_write_tokenizer(folder, vocab_size, QWEN_SPECIAL, QWEN_TEMPLATE))
-    _write_json(folder / "config.json", config)
-    _write_json(folder / "preprocessor_config.json", _qwen3_preprocessor("Qwen3VLProcessor"))
-    _save_weights(folder, _model(module, config, seed))
-    return folder
+    pixels = QWEN3_IMAGE_SIDE * QWEN3_IMAGE_SIDE
+    preprocessor = pixel_bounded_preprocessor("Qwen2VLImageProcessorFast", "Qwen3VLProcessor", 16, pixels)
+    return write_model_folder(folder, module, config, seed, preprocessor=preprocessor)
 
 
 def build_tiny_qwen3_vl_moe(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
@@ -369,8 +338,7 @@ def build_tiny_gemma3(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
     """A loadable tiny Gemma 3 (vision) in `folder` (created if missing); returns its path."""
     from mlx_vlm.models import gemma3
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     ids = _write_tokenizer(
         folder,
         vocab_size,
@@ -384,21 +352,16 @@ def build_tiny_gemma3(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
         },
     )
     config = gemma3_config(ids)
-    _write_json(folder / "config.json", config)
-    _write_json(
-        folder / "preprocessor_config.json",
-        {
-            "image_processor_type": "Gemma3ImageProcessor",
-            "processor_class": "Gemma3Processor",
-            "size": {"height": GEMMA_IMAGE_SIDE, "width": GEMMA_IMAGE_SIDE},
-            "image_mean": [0.5, 0.5, 0.5],
-            "image_std": [0.5, 0.5, 0.5],
-            "do_pan_and_scan": False,
-        },
-    )
-    _write_json(folder / "processor_config.json", {"processor_class": "Gemma3Processor", "image_seq_length": 4})
-    _save_weights(folder, _model(gemma3, config, seed))
-    return folder
+    preprocessor = {
+        "image_processor_type": "Gemma3ImageProcessor",
+        "processor_class": "Gemma3Processor",
+        "size": {"height": GEMMA_IMAGE_SIDE, "width": GEMMA_IMAGE_SIDE},
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "do_pan_and_scan": False,
+    }
+    processor = {"processor_class": "Gemma3Processor", "image_seq_length": 4}
+    return write_model_folder(folder, gemma3, config, seed, preprocessor=preprocessor, processor=processor)
 
 
 PIXTRAL_SPECIAL = ["[INST]", "[/INST]", "[IMG]", "[IMG_BREAK]", "[IMG_END]"]
@@ -465,8 +428,7 @@ def _pixtral_config(ids: Dict[str, int], model_type: str, text: Optional[dict] =
 def _build_pixtral_towered(
     folder: str | Path, model_type: str, module: Any, merge: int, seed: int, vocab: int, text: Optional[dict] = None
 ) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     ids = _write_tokenizer(folder, vocab, PIXTRAL_SPECIAL, PIXTRAL_TEMPLATE, bos_token="<|system|>")
     config = _pixtral_config(ids, model_type, text)
     _write_json(folder / "config.json", config)
@@ -566,8 +528,7 @@ def build_tiny_mllama(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
     """A loadable tiny Llama 3.2 Vision (32x32 tiles, one cross-attention layer) in `folder`; returns its path."""
     from mlx_vlm.models import mllama
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     ids = _write_tokenizer(folder, vocab_size, LLAMA_SPECIAL, LLAMA_TEMPLATE, bos_token="<|begin_of_text|>")
     config = {
         "model_type": "mllama",
@@ -603,25 +564,20 @@ def build_tiny_mllama(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
             "vision_output_dim": 64,
         },
     }
-    _write_json(folder / "config.json", config)
-    _write_json(
-        folder / "preprocessor_config.json",
-        {
-            "image_processor_type": "MllamaImageProcessor",
-            "processor_class": "MllamaProcessor",
-            "size": {"height": MLLAMA_IMAGE_SIDE, "width": MLLAMA_IMAGE_SIDE},
-            "max_image_tiles": 4,
-            "image_mean": [0.5, 0.5, 0.5],
-            "image_std": [0.5, 0.5, 0.5],
-            "do_resize": True,
-            "do_rescale": True,
-            "do_normalize": True,
-            "do_pad": True,
-            "do_convert_rgb": True,
-        },
-    )
-    _save_weights(folder, _model(mllama, config, seed))
-    return folder
+    preprocessor = {
+        "image_processor_type": "MllamaImageProcessor",
+        "processor_class": "MllamaProcessor",
+        "size": {"height": MLLAMA_IMAGE_SIDE, "width": MLLAMA_IMAGE_SIDE},
+        "max_image_tiles": 4,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "do_resize": True,
+        "do_rescale": True,
+        "do_normalize": True,
+        "do_pad": True,
+        "do_convert_rgb": True,
+    }
+    return write_model_folder(folder, mllama, config, seed, preprocessor=preprocessor)
 
 
 LFM2_SPECIAL = ["<|im_start|>", "<|im_end|>", "<image>", "<|image_start|>", "<|image_end|>", "<|img_thumbnail|>"]
@@ -699,35 +655,29 @@ def build_tiny_idefics3(
     import importlib
 
     module = importlib.import_module(f"mlx_vlm.models.{model_type}")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     special = [*IDEFICS3_SPECIAL, "<video>"] if model_type == "smolvlm" else IDEFICS3_SPECIAL  # SmolVLM 2 reads video
     ids = _write_tokenizer(folder, vocab_size, special, IDEFICS3_TEMPLATE)
     ids["__size__"] = _add_token(folder, "\n\n")
     config = idefics3_config(ids, model_type)
     processor = "SmolVLMProcessor" if model_type == "smolvlm" else "Idefics3Processor"
-    _write_json(folder / "config.json", config)
-    _write_json(
-        folder / "preprocessor_config.json",
-        {
-            "image_processor_type": "SmolVLMImageProcessor" if model_type == "smolvlm" else "Idefics3ImageProcessor",
-            "processor_class": processor,
-            "do_resize": True,
-            "size": {"longest_edge": 2 * IDEFICS3_TILE},
-            "max_image_size": {"longest_edge": IDEFICS3_TILE},
-            "do_image_splitting": True,
-            "resample": 1,
-            "do_rescale": True,
-            "rescale_factor": 1 / 255,
-            "do_normalize": True,
-            "image_mean": [0.5, 0.5, 0.5],
-            "image_std": [0.5, 0.5, 0.5],
-            "do_pad": True,
-        },
-    )
-    _write_json(folder / "processor_config.json", {"processor_class": processor, "image_seq_len": 4})
-    _save_weights(folder, _model(module, config, seed))
-    return folder
+    preprocessor = {
+        "image_processor_type": "SmolVLMImageProcessor" if model_type == "smolvlm" else "Idefics3ImageProcessor",
+        "processor_class": processor,
+        "do_resize": True,
+        "size": {"longest_edge": 2 * IDEFICS3_TILE},
+        "max_image_size": {"longest_edge": IDEFICS3_TILE},
+        "do_image_splitting": True,
+        "resample": 1,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "do_pad": True,
+    }
+    settings = {"processor_class": processor, "image_seq_len": 4}
+    return write_model_folder(folder, module, config, seed, preprocessor=preprocessor, processor=settings)
 
 
 def build_tiny_smolvlm(folder: str | Path, *, seed: int = 0, vocab_size: int = 512) -> Path:
@@ -750,8 +700,7 @@ def build_tiny_lfm2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 5
     16 patches unshuffled to 4 image tokens, without tiling."""
     from mlx_vlm.models import lfm2_vl
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     template = QWEN_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>")
     ids = _write_tokenizer(folder, vocab_size, LFM2_SPECIAL, template)
     config = {
@@ -797,16 +746,14 @@ def build_tiny_lfm2_vl(folder: str | Path, *, seed: int = 0, vocab_size: int = 5
             "num_patches": 16,
         },
     }
-    _write_json(folder / "config.json", config)
     settings = {key: config[key] for key in ("downsample_factor", "encoder_patch_size", "do_image_splitting")}
     settings |= {key: config[key] for key in ("use_thumbnail", "min_image_tokens", "max_image_tokens")}
-    _write_json(
-        folder / "preprocessor_config.json",
-        {"image_processor_type": "Lfm2VlImageProcessor", "processor_class": "Lfm2VlProcessor", "tile_size": 64}
-        | settings,
-    )
-    _save_weights(folder, _model(lfm2_vl, config, seed))
-    return folder
+    preprocessor = {
+        "image_processor_type": "Lfm2VlImageProcessor",
+        "processor_class": "Lfm2VlProcessor",
+        "tile_size": 64,
+    } | settings
+    return write_model_folder(folder, lfm2_vl, config, seed, preprocessor=preprocessor)
 
 
 PADDLE_SPECIAL = [
@@ -839,8 +786,7 @@ def build_tiny_paddleocr_vl(folder: str | Path, *, seed: int = 0, vocab_size: in
     """A loadable tiny PaddleOCR-VL (an ERNIE 4.5 text model, a NaViT tower with 2x2 merging) in `folder`."""
     from mlx_vlm.models import paddleocr_vl
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     ids = _write_tokenizer(
         folder,
         vocab_size,
@@ -887,24 +833,19 @@ def build_tiny_paddleocr_vl(folder: str | Path, *, seed: int = 0, vocab_size: in
             "spatial_merge_size": 2,
         },
     }
-    _write_json(folder / "config.json", config)
     pixels = QWEN_IMAGE_SIDE * QWEN_IMAGE_SIDE
-    _write_json(
-        folder / "preprocessor_config.json",
-        {
-            "image_processor_type": "PaddleOCRVLImageProcessor",
-            "processor_class": "PaddleOCRVLProcessor",
-            "patch_size": 14,
-            "merge_size": 2,
-            "temporal_patch_size": 1,
-            "min_pixels": pixels,
-            "max_pixels": pixels,
-            "image_mean": [0.5, 0.5, 0.5],
-            "image_std": [0.5, 0.5, 0.5],
-        },
-    )
-    _save_weights(folder, _model(paddleocr_vl, config, seed))
-    return folder
+    preprocessor = {
+        "image_processor_type": "PaddleOCRVLImageProcessor",
+        "processor_class": "PaddleOCRVLProcessor",
+        "patch_size": 14,
+        "merge_size": 2,
+        "temporal_patch_size": 1,
+        "min_pixels": pixels,
+        "max_pixels": pixels,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+    }
+    return write_model_folder(folder, paddleocr_vl, config, seed, preprocessor=preprocessor)
 
 
 # ERNIE 4.5 VL's markers: its processor swaps each `<|image@placeholder|>` between the image bounds for one
@@ -978,8 +919,7 @@ def build_tiny_ernie4_5_moe_vl(folder: str | Path, *, seed: int = 0, vocab_size:
     with 2x2 merging and mlx-vlm's own resampler, and a SentencePiece tokenizer."""
     from mlx_vlm.models import ernie4_5_moe_vl
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     ids = _write_sentencepiece(folder, vocab_size, ERNIE_SPECIAL, ERNIE_TEMPLATE)
     config = {
         "model_type": "ernie4_5_moe_vl",
@@ -1033,10 +973,8 @@ def build_tiny_ernie4_5_moe_vl(folder: str | Path, *, seed: int = 0, vocab_size:
             "in_channels": 3,
         },
     }
-    _write_json(folder / "config.json", config)
-    _write_json(folder / "processor_config.json", {"spatial_conv_size": 2, "temporal_conv_size": 2})
-    _save_weights(folder, _model(ernie4_5_moe_vl, config, seed))
-    return folder
+    processor = {"spatial_conv_size": 2, "temporal_conv_size": 2}
+    return write_model_folder(folder, ernie4_5_moe_vl, config, seed, processor=processor)
 
 
 # Gemma 4's token ids in the model-only tiny Gemma 4 (it has no tokenizer: its tests feed ids).
@@ -1136,8 +1074,7 @@ def build_tiny_gemma4(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
     processor; returns its path."""
     from mlx_vlm.models import gemma4
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     named = {"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>"}
     named |= {"audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_token": "<audio|>"}
     ids = _write_tokenizer(
@@ -1147,16 +1084,11 @@ def build_tiny_gemma4(folder: str | Path, *, seed: int = 0, vocab_size: int = 51
     tokens |= {"image": ids["<|image|>"], "boi": ids["<|image>"], "eoi": ids["<image|>"]}
     tokens |= {"audio": ids["<|audio|>"], "boa": ids["<|audio>"], "eoa": ids["<audio|>"]}
     config = gemma4_config(tokens, audio)
-    _write_json(folder / "config.json", config)
-    _write_json(
-        folder / "processor_config.json",
-        {
-            "processor_class": "Gemma4Processor",
-            "image_processor": {"patch_size": 8, "max_soft_tokens": 4, "pooling_kernel_size": 2},
-        },
-    )
-    _save_weights(folder, _model(gemma4, config, seed))
-    return folder
+    processor = {
+        "processor_class": "Gemma4Processor",
+        "image_processor": {"patch_size": 8, "max_soft_tokens": 4, "pooling_kernel_size": 2},
+    }
+    return write_model_folder(folder, gemma4, config, seed, processor=processor)
 
 
 BUILDERS = {

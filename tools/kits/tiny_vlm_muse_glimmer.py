@@ -89,25 +89,13 @@ def build_tiny_muse_glimmer(folder: str | Path, *, seed: int = 0, vocab_size: in
     """A loadable tiny Muse Glimmer in `folder` (created if missing); returns its path."""
     from mlx_vlm.models import muse_glimmer
 
-    from tools.kits.tiny_vlm_folder import _model, _save_weights, _write_json, _write_tokenizer
+    from tools.kits.tiny_vlm_folder import _write_tokenizer, open_folder, write_model_folder
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(folder)
     ids = _write_tokenizer(folder, vocab_size, MUSE_GLIMMER_SPECIAL, MUSE_GLIMMER_TEMPLATE)
-    config = muse_glimmer_config(ids)
-    _write_json(folder / "config.json", config)
     tokens = (MUSE_GLIMMER_IMAGE_SIDE // (14 * 2)) ** 2
-    _write_json(
-        folder / "processor_config.json",
-        {
-            "processor_class": "MuseGlimmerProcessor",
-            "image_processor": {
-                "patch_size": 14,
-                "temporal_patch_size": 2,
-                "merge_size": 2,
-                "max_image_tokens": tokens,
-            },
-        },
-    )
-    _save_weights(folder, _model(muse_glimmer, config, seed))
-    return folder
+    processor = {
+        "processor_class": "MuseGlimmerProcessor",
+        "image_processor": {"patch_size": 14, "temporal_patch_size": 2, "merge_size": 2, "max_image_tokens": tokens},
+    }
+    return write_model_folder(folder, muse_glimmer, muse_glimmer_config(ids), seed, processor=processor)

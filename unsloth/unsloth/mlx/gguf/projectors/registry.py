@@ -75,3 +75,19 @@ def register(*model_types: str) -> Callable[[type], type]:
 
 class UnsupportedProjector(NotImplementedError):
     """The model's projector has no mmproj form here."""
+
+
+def refuse_patch_grid(config: Dict[str, Any], graph: str, frames: int, merge: int) -> None:
+    """Refuse a tower whose patch embedding spans other than `frames` frames or whose merger joins other than
+    `merge` x `merge` patches: llama.cpp's `graph` hard-codes both (Qwen 2 VL's and GLM-4.1V's)."""
+    vision, model_type = config["vision_config"], config.get("model_type")
+    if int(vision.get("temporal_patch_size", frames)) != frames:
+        raise UnsupportedProjector(
+            f"{model_type} with temporal_patch_size={vision['temporal_patch_size']}: llama.cpp splits the patch "
+            f"embedding in {frames} frames"
+        )
+    if int(vision.get("spatial_merge_size", merge)) != merge:
+        raise UnsupportedProjector(
+            f"{model_type} with spatial_merge_size={vision['spatial_merge_size']}: llama.cpp's {graph} graph merges "
+            f"{merge}x{merge} patches"
+        )

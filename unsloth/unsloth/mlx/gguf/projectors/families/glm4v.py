@@ -15,7 +15,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from ...families import unwrap_text_model
-from ..registry import ProjectorFamily, UnsupportedProjector, float32, register
+from ..registry import ProjectorFamily, UnsupportedProjector, float32, refuse_patch_grid, register
 from .qwen2vl import patch_embedding
 
 _TOWER_PREFIX = "vision_tower."
@@ -32,17 +32,8 @@ class Glm4VProjector(ProjectorFamily):
     projector_type = "glm4v"  # gguf.VisionProjectorType.GLM4V
 
     def refuse(self, config: Dict[str, Any]) -> None:
+        refuse_patch_grid(config, "glm4v", _FRAMES, _MERGE)
         vision, model_type = config["vision_config"], config.get("model_type")
-        if int(vision.get("temporal_patch_size", _FRAMES)) != _FRAMES:
-            raise UnsupportedProjector(
-                f"{model_type} with temporal_patch_size={vision['temporal_patch_size']}: llama.cpp splits the patch "
-                f"embedding in {_FRAMES} frames"
-            )
-        if int(vision.get("spatial_merge_size", _MERGE)) != _MERGE:
-            raise UnsupportedProjector(
-                f"{model_type} with spatial_merge_size={vision['spatial_merge_size']}: llama.cpp's glm4v graph merges "
-                f"{_MERGE}x{_MERGE} patches"
-            )
         act = vision.get("hidden_act", _ACTIVATION)
         if act != _ACTIVATION:
             raise UnsupportedProjector(

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import numpy as np
 
 from ...families import unwrap_text_model
-from ..registry import ProjectorFamily, UnsupportedProjector, float32, register
+from ..registry import ProjectorFamily, UnsupportedProjector, float32, refuse_patch_grid, register
 
 _TOWER_PREFIX = "vision_tower."
 # What llama.cpp's converter writes for Qwen's checkpoints, which name no image size (the tower takes any; mlx-vlm
@@ -40,17 +40,7 @@ class QwenVLProjector(ProjectorFamily):
     """What Qwen 2 VL and Qwen 2.5 VL share; each names its projector type, refusals and keys."""
 
     def refuse(self, config: Dict[str, Any]) -> None:
-        vision, model_type = config["vision_config"], config.get("model_type")
-        if int(vision.get("temporal_patch_size", _FRAMES)) != _FRAMES:
-            raise UnsupportedProjector(
-                f"{model_type} with temporal_patch_size={vision['temporal_patch_size']}: llama.cpp splits the patch "
-                f"embedding in {_FRAMES} frames"
-            )
-        if int(vision.get("spatial_merge_size", _MERGE)) != _MERGE:
-            raise UnsupportedProjector(
-                f"{model_type} with spatial_merge_size={vision['spatial_merge_size']}: llama.cpp's qwen2vl graph merges "
-                f"{_MERGE}x{_MERGE} patches"
-            )
+        refuse_patch_grid(config, "qwen2vl", _FRAMES, _MERGE)
 
     def language(self, config: Dict[str, Any], weights: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         text, named = unwrap_text_model(config, weights)
