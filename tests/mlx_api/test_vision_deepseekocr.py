@@ -38,10 +38,10 @@ class SamOnce:
         return self.seen[-1][1]
 
 
-def image_row(colour: Tuple[int, int, int]) -> Dict[str, Any]:
+def image_row(colour: Tuple[int, int, int], side: int = 64) -> Dict[str, Any]:
     from PIL import Image
 
-    square = Image.new("RGB", (64, 64), colour)
+    square = Image.new("RGB", (side, side), colour)
     question = {"role": "user", "content": [{"type": "image", "image": square}, {"type": "text", "text": "Colour?"}]}
     return {"messages": [question, {"role": "assistant", "content": [{"type": "text", "text": "It is red."}]}]}
 
@@ -120,3 +120,33 @@ def test_an_image_row_trains_one_step_with_the_loss_of_mlx_vlms_own_call(deepsee
     assert len(model.sam_model.seen) == 1
     assert np.isfinite(loss) and abs(loss - expected) < 1e-4, (loss, expected, without_image)
     assert abs(expected - without_image) > 1e-2, (expected, without_image)
+
+
+def test_the_hubs_config_naming_deepseek_vl_v2_loads_as_deepseek_ocr(deepseekocr_dir, tmp_path) -> None:
+    """The Hub's DeepSeek-OCR config says deepseek_vl_v2; its architecture routes it to mlx-vlm's DeepSeek-OCR module."""
+    import json
+    import shutil
+
+    from unsloth import FastVisionModel
+
+    hub = shutil.copytree(deepseekocr_dir, tmp_path / "hub")
+    config = json.loads((hub / "config.json").read_text(encoding="utf-8"))
+    (hub / "config.json").write_text(json.dumps({**config, "model_type": "deepseek_vl_v2"}), encoding="utf-8")
+    model, processor = FastVisionModel.from_pretrained(str(hub), load_in_4bit=False)
+    assert type(model).__module__ == "mlx_vlm.models.deepseekocr.deepseekocr"
+    assert type(processor).__name__ == "DeepseekOCRProcessor"
+
+
+def test_an_image_over_640_pixels_is_refused_by_name_and_trains_resized(deepseekocr_dir) -> None:
+    """Over 640 pixels a side, the processor also cuts local views, a path not checked here: refused, naming resize=."""
+    from unsloth import FastVisionModel
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    model, processor = FastVisionModel.from_pretrained(str(deepseekocr_dir), load_in_4bit=False)
+    processor.chat_template = processor.tokenizer.chat_template
+    row = image_row((30, 40, 220), side=700)
+    with pytest.raises(NotImplementedError, match="local views.*resize=640"):
+        UnslothVisionDataCollator(model, processor).encode(row)
+    encoded = UnslothVisionDataCollator(model, processor, resize=640).encode(row)
+    assert encoded.features["pixel_values"].shape == (1, 3, 512, 512)
+    assert int(encoded.features["images_seq_mask"].sum()) == IMAGE_TOKENS

@@ -138,6 +138,12 @@ IMAGES_REFUSED: Dict[str, str] = {}
 # (config `model_type`, vision `model_type`) of checkpoints as the Hub ships them -> the mlx-vlm module that loads
 # them: Pixtral's config says llava, whose module has no Pixtral tower.
 CONFIG_ROUTES: Dict[Tuple[str, str], str] = {("llava", "pixtral"): "pixtral"}
+# A config's first architecture -> the mlx-vlm module that loads it: the Hub's DeepSeek-OCR configs say
+# deepseek_vl_v2, and mlx-vlm's own conversions rewrite them to the DeepSeek-OCR modules.
+ARCHITECTURE_ROUTES: Dict[str, str] = {
+    "DeepseekOCRForCausalLM": "deepseekocr",
+    "DeepseekOCR2ForCausalLM": "deepseekocr_2",
+}
 
 
 def require_mlx_vlm() -> None:
@@ -163,7 +169,9 @@ def routed_model_type(config: Dict[str, Any]) -> Optional[str]:
     """The mlx-vlm module that loads a config whose own `model_type` names one that cannot; None when it can."""
     vision = config.get("vision_config") or {}
     key = (str(config.get("model_type", "")), str(vision.get("model_type", "")) if isinstance(vision, dict) else "")
-    return CONFIG_ROUTES.get(key)
+    architectures = config.get("architectures") or [""]
+    routed = CONFIG_ROUTES.get(key) or ARCHITECTURE_ROUTES.get(str(architectures[0]))
+    return routed if routed != key[0] else None
 
 
 @contextlib.contextmanager
@@ -404,10 +412,14 @@ def causal_logits(model: Any, input_ids: mx.array, pixel_values: Optional[mx.arr
         embeds, per_layer = gemma3n_embeddings(model, input_ids, pixel_values, extras)
         output = model.language_model(None, inputs_embeds=embeds, mask=None, per_layer_inputs=per_layer)
     else:
-        pair = VIEW_PAIR_IMAGES.get(family)
-        pixels = pair.model_pixels(pixel_values) if pair is not None and pixel_values is not None else pixel_values
-        output = model(input_ids, pixels, mask=None, **extras)
+        output = model(input_ids, call_pixels(model, pixel_values), mask=None, **extras)
     return getattr(output, "logits", output)
+
+
+def call_pixels(model: Any, pixel_values: Optional[mx.array]) -> Any:
+    """The pixel values as the family's mlx-vlm call reads them: the rows' own, or a `VIEW_PAIR_IMAGES` pair."""
+    pair = VIEW_PAIR_IMAGES.get(model_family(model))
+    return pair.model_pixels(pixel_values) if pair is not None and pixel_values is not None else pixel_values
 
 
 def gemma3n_embeddings(
@@ -440,7 +452,8 @@ def generate_tokens(
         return
     from mlx_vlm.generate.ar import generate_step
 
-    steps = generate_step(input_ids, model, pixel_values, mask, max_tokens=max_new_tokens, **sampling, **extras)
+    pixels = call_pixels(model, pixel_values)
+    steps = generate_step(input_ids, model, pixels, mask, max_tokens=max_new_tokens, **sampling, **extras)
     for token, _ in steps:
         yield int(token.item() if hasattr(token, "item") else token)
 
