@@ -26,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:At least one mel filter has all 
 
 # Families checked in a module of their own, as their tower is full size whatever the config says: a tiny model
 # of theirs still takes minutes per image forward on two CPU cores, too slow for the eight steps below.
-OWN_MODULES = {"gemma3n": "test_vision_gemma3n.py"}
+OWN_MODULES = {"gemma3n": "test_vision_gemma3n.py", "deepseekocr": "test_vision_deepseekocr.py"}
 IMAGE_FAMILIES = [
     family for family in trainable_families() if family not in IMAGES_REFUSED and family not in OWN_MODULES
 ]
@@ -110,9 +110,10 @@ def test_gemma3n_is_checked_in_its_own_module_as_mlx_vlm_builds_its_tower_at_ful
 @pytest.mark.parametrize(
     "family, encoders", [("deepseekocr", ("95,569,152",)), ("deepseekocr_2", ("94,979,328", "358,256,512"))]
 )
-def test_deepseek_ocr_refusal_cites_the_encoders_mlx_vlm_builds_at_full_size_whatever_the_config(family, encoders):
-    """Built lazily from a config asking for one small vision layer, so nothing is computed: the counts in the
-    refusal are those of mlx-vlm's fixed SAM encoder (and DeepSeek-OCR 2's fixed Qwen2 encoder)."""
+def test_deepseek_ocr_encoders_are_built_at_full_size_whatever_the_config(family, encoders):
+    """Built lazily from a config asking for one small vision layer, so nothing is computed: the counts are those of
+    mlx-vlm's fixed SAM encoder (and DeepSeek-OCR 2's fixed Qwen2 encoder), which DeepSeek-OCR 2's refusal cites and
+    DeepSeek-OCR's own module trains through."""
     import importlib
 
     from mlx.utils import tree_flatten
@@ -137,7 +138,10 @@ def test_deepseek_ocr_refusal_cites_the_encoders_mlx_vlm_builds_at_full_size_wha
     towers = [model.sam_model] + ([model.vision_model] if family == "deepseekocr_2" else [])
     counts = [f"{sum(weight.size for _, weight in tree_flatten(tower.parameters())):,}" for tower in towers]
     assert tuple(counts) == encoders
-    assert all(f"{count} parameters" in REFUSED[family] for count in counts), REFUSED[family]
+    if family in OWN_MODULES:
+        assert family not in REFUSED and (Path(__file__).parent / OWN_MODULES[family]).is_file()
+    else:
+        assert all(f"{count} parameters" in REFUSED[family] for count in counts), REFUSED[family]
 
 
 def test_a_model_type_mlx_vlm_has_no_vision_module_for_is_refused() -> None:

@@ -21,19 +21,24 @@ class Notebook(NamedTuple):
     config_model_type: str
     family: str
     expected: str  # "trains", or a phrase the refusal must contain
+    architecture: str = ""  # the config's first architecture, where it routes the checkpoint
 
 
 TRAINS = "trains"
-OCR_BATCHES = "a format the vision collator does not carry"
+OCR_2_ENCODERS = "its encoders are built at full size whatever the config says"
 VIDEO = "video"
+OCR, OCR_2 = "DeepseekOCRForCausalLM", "DeepseekOCR2ForCausalLM"
 
 NOTEBOOKS = (
-    # DeepSeek-OCR's config says deepseek_vl_v2 (architecture DeepseekOCRForCausalLM); mlx-vlm's conversions
-    # rewrite it to deepseekocr, the module that builds it.
-    Notebook("Deepseek_OCR_(3B)", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", OCR_BATCHES),
-    Notebook("Deepseek_OCR_(3B)-Eval", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", OCR_BATCHES),
-    Notebook("Deepseek_OCR_(3B)-Evaluation", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", OCR_BATCHES),
-    Notebook("Deepseek_OCR_2_(3B)", "unsloth/DeepSeek-OCR-2", "deepseek_vl_v2", "deepseekocr_2", OCR_BATCHES),
+    # DeepSeek-OCR's config says deepseek_vl_v2 (architecture DeepseekOCRForCausalLM); backend.ARCHITECTURE_ROUTES
+    # loads it as deepseekocr, the module mlx-vlm's conversions rewrite it to. DeepSeek-OCR 1 trains on images
+    # (its full-size SAM encoder, tests/mlx_api/test_vision_deepseekocr.py); DeepSeek-OCR 2 is refused.
+    Notebook("Deepseek_OCR_(3B)", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", TRAINS, OCR),
+    Notebook("Deepseek_OCR_(3B)-Eval", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", TRAINS, OCR),
+    Notebook("Deepseek_OCR_(3B)-Evaluation", "unsloth/DeepSeek-OCR", "deepseek_vl_v2", "deepseekocr", TRAINS, OCR),
+    Notebook(
+        "Deepseek_OCR_2_(3B)", "unsloth/DeepSeek-OCR-2", "deepseek_vl_v2", "deepseekocr_2", OCR_2_ENCODERS, OCR_2
+    ),
     Notebook(
         "ERNIE_4_5_VL_28B_A3B_PT_Vision", "unsloth/ERNIE-4.5-VL-28B-A3B-PT", "ernie4_5_moe_vl", "ernie4_5_moe_vl",
         TRAINS,
@@ -112,14 +117,12 @@ def test_the_config_model_type_reaches_the_module_named_in_the_table() -> None:
     for notebook in NOTEBOOKS:
         vision = {"model_type": "pixtral"} if notebook.config_model_type == "llava" else {}
         config = {"model_type": notebook.config_model_type, "vision_config": vision}
+        if notebook.architecture:
+            config["architectures"] = [notebook.architecture]
         reached = routed_model_type(config) or get_model_type(config)
-        if notebook.family.startswith("deepseekocr"):
-            # Known: the Hub's DeepSeek-OCR config names the DeepSeek-VL2 module; refused before it matters.
-            assert reached == "deepseek_vl_v2" and notebook.family in REFUSED
-            continue
         assert reached == notebook.family, notebook.name
 
 
 def test_the_tally_of_notebooks_that_train() -> None:
     training = [notebook for notebook in NOTEBOOKS if notebook.expected == TRAINS]
-    assert (len(NOTEBOOKS), len({notebook.hub_id for notebook in NOTEBOOKS}), len(training)) == (38, 26, 33)
+    assert (len(NOTEBOOKS), len({notebook.hub_id for notebook in NOTEBOOKS}), len(training)) == (38, 26, 36)

@@ -16,7 +16,7 @@ import importlib.util
 import json
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import mlx.core as mx
 
@@ -30,19 +30,16 @@ _UNCHECKED = (
 )
 _NO_LANGUAGE_HEAD = "it is a detection, segmentation or geometry model with no language head to fine-tune"
 _EMBEDDING = "it is a retrieval embedding model, trained with a contrastive loss rather than next-token prediction"
-_DEEPSEEK_OCR = (
-    "mlx-vlm's DeepSeek-OCR processor returns a row's images as a [crops, global views] pair under `images`, with a "
-    "per-token `images_seq_mask`, and its model call reads one global view per row, a format the vision collator "
-    "does not carry (the notebooks train through the Hub repo's own torch collator and transformers' Trainer); its "
-    "encoders are built at full size whatever the config says (the SAM encoder: 95,569,152 parameters in "
-    "DeepSeek-OCR, 94,979,328 parameters in DeepSeek-OCR 2, whose 24-layer Qwen2 encoder after it has 358,256,512 "
-    "parameters)"
+_DEEPSEEK_OCR_2 = (
+    "its training forward pass through mlx-vlm has not been checked here: its encoders are built at full size "
+    "whatever the config says (the SAM encoder: 94,979,328 parameters, and the 24-layer Qwen2 encoder after it: "
+    "358,256,512 parameters), too slow for a test on two CPU cores (DeepSeek-OCR 1, with the SAM encoder alone, trains)"
 )
 # The vision families mlx-vlm ships that training refuses, each group with its reason; every other one trains.
 REFUSED_GROUPS: Dict[str, Tuple[str, ...]] = {
     _NO_LANGUAGE_HEAD: ("moge3", "rfdetr", "rt_detr_v2", "sam3", "sam3_1", "sam3d_body", "sam3d_objects"),
     _EMBEDDING: ("colidefics3", "colqwen2_5", "qwen3_vl_embedding"),
-    _DEEPSEEK_OCR: ("deepseekocr", "deepseekocr_2"),
+    _DEEPSEEK_OCR_2: ("deepseekocr_2",),
     _UNCHECKED: (
         "aya_vision", "clef", "cohere_compass", "d1", "d1_omni", "deepseek_v4", "deepseek_v41", "deepseek_vl_v2",
         "dots_ocr", "falcon_ocr", "falcon_perception", "fastvlm",
@@ -84,12 +81,53 @@ TOWER_CALL_LIMITS: Dict[str, TowerCallLimit] = {
         reason="mlx-vlm 0.7.10's ERNIE 4.5 VL tower splits a call's patches into at most three attention blocks, so "
         "from the fourth image on images attend to each other",
     ),
+    "deepseekocr": TowerCallLimit(
+        rows=1,
+        images=1,
+        reason="mlx-vlm 0.7.10's DeepSeek-OCR call gives the n-th global view to the n-th row, so a row with no image "
+        "or with two would shift every image after it",
+    ),
     "gemma4": TowerCallLimit(
         rows=None,
         images=None,
         audios=1,
         reason="mlx-vlm 0.7.10's Gemma 4 call fills the audio placeholders from its audio tower's output flattened, "
         "padding frames included, so a second clip of a call would start on the first one's padding",
+    ),
+}
+
+
+class ViewPairImages(NamedTuple):
+    """A family whose mlx-vlm processor returns a row's images as a [local crops, global views] pair under `images`,
+    with a per-token `images_seq_mask` saying where they go, and whose model call reads that pair as its pixel
+    values (DeepSeek-OCR). Rows keep the global views as `pixel_values`; rows with local crops are refused."""
+
+    # The processor's call keywords, given the processor.
+    call_options: Callable[[Any], Dict[str, Any]]
+    crops_refused: str
+
+    def row_features(self, output: Dict[str, Any]) -> Dict[str, Any]:
+        """The processor's output with its `images` pair made `pixel_values` (float32: numpy has no bfloat16)."""
+        crops = output.get("images_spatial_crop")
+        if crops is not None and bool((crops > 1).any()):
+            raise NotImplementedError(f"training {self.crops_refused}")
+        crops_and_views = output.pop("images")
+        return {**output, "pixel_values": crops_and_views[1].astype(mx.float32)}
+
+    @staticmethod
+    def model_pixels(views: mx.array) -> List[mx.array]:
+        """The pair the model call reads, its crops empty."""
+        return [views[:0], views]
+
+
+VIEW_PAIR_IMAGES: Dict[str, ViewPairImages] = {
+    "deepseekocr": ViewPairImages(
+        # Every token kept (mlx-vlm drops the last for inference); the global view at the checkpoint's own base
+        # resolution (its `candidate_resolutions`, 1,024 pixels in the published one, mlx-vlm's default).
+        call_options=lambda processor: {"inference_mode": False, "base_size": int(processor.image_size)},
+        crops_refused="DeepSeek-OCR on MLX takes images of at most 640 pixels a side, each one global view: an image "
+        "over 640 pixels is also cut into 640-pixel local views, a path of mlx-vlm's call not checked here against a "
+        "tiny model; pass resize=640 to UnslothVisionDataCollator",
     ),
 }
 # Families whose audio tower's training forward pass is checked here against a tiny model; any other's audio is refused.
@@ -100,6 +138,12 @@ IMAGES_REFUSED: Dict[str, str] = {}
 # (config `model_type`, vision `model_type`) of checkpoints as the Hub ships them -> the mlx-vlm module that loads
 # them: Pixtral's config says llava, whose module has no Pixtral tower.
 CONFIG_ROUTES: Dict[Tuple[str, str], str] = {("llava", "pixtral"): "pixtral"}
+# A config's first architecture -> the mlx-vlm module that loads it: the Hub's DeepSeek-OCR configs say
+# deepseek_vl_v2, and mlx-vlm's own conversions rewrite them to the DeepSeek-OCR modules.
+ARCHITECTURE_ROUTES: Dict[str, str] = {
+    "DeepseekOCRForCausalLM": "deepseekocr",
+    "DeepseekOCR2ForCausalLM": "deepseekocr_2",
+}
 
 
 def require_mlx_vlm() -> None:
@@ -125,7 +169,9 @@ def routed_model_type(config: Dict[str, Any]) -> Optional[str]:
     """The mlx-vlm module that loads a config whose own `model_type` names one that cannot; None when it can."""
     vision = config.get("vision_config") or {}
     key = (str(config.get("model_type", "")), str(vision.get("model_type", "")) if isinstance(vision, dict) else "")
-    return CONFIG_ROUTES.get(key)
+    architectures = config.get("architectures") or [""]
+    routed = CONFIG_ROUTES.get(key) or ARCHITECTURE_ROUTES.get(str(architectures[0]))
+    return routed if routed != key[0] else None
 
 
 @contextlib.contextmanager
@@ -202,12 +248,15 @@ def initialise_bare_modules(model: Any) -> Any:
     return model
 
 
+def _module_family(value: Any) -> Optional[str]:
+    """The mlx-vlm family whose module defines `value`'s class, or None."""
+    module = type(value).__module__.split(".")
+    return module[2] if module[:2] == ["mlx_vlm", "models"] and len(module) > 2 else None
+
+
 def model_family(model: Any) -> str:
     """The mlx-vlm module that built the model (a routed config keeps its own `model_type`), else the config's."""
-    module = type(model).__module__.split(".")
-    if module[:2] == ["mlx_vlm", "models"] and len(module) > 2:
-        return module[2]
-    return str(getattr(getattr(model, "config", None), "model_type", ""))
+    return _module_family(model) or str(getattr(getattr(model, "config", None), "model_type", ""))
 
 
 # Config fields naming the tokens a processor expands into image or video features.
@@ -255,10 +304,14 @@ def check_family(model: Any) -> str:
     return family
 
 
+# The features holding one row per image: ERNIE 4.5 VL's and Qwen's grids, DeepSeek-OCR's crop counts.
+_PER_IMAGE_FEATURES = ("image_grid_thw", "images_spatial_crop")
+
+
 def _images_in(features: Dict[str, Any]) -> int:
-    """How many images a row's features hold: the rows of its `image_grid_thw` (ERNIE 4.5 VL's, Qwen's)."""
-    grids = features.get("image_grid_thw")
-    return 0 if grids is None else int(grids.shape[0])
+    """How many images a row's features hold: the rows of its per-image feature."""
+    grids = [features[name] for name in _PER_IMAGE_FEATURES if features.get(name) is not None]
+    return int(grids[0].shape[0]) if grids else 0
 
 
 def _audios_in(features: Dict[str, Any]) -> int:
@@ -359,8 +412,14 @@ def causal_logits(model: Any, input_ids: mx.array, pixel_values: Optional[mx.arr
         embeds, per_layer = gemma3n_embeddings(model, input_ids, pixel_values, extras)
         output = model.language_model(None, inputs_embeds=embeds, mask=None, per_layer_inputs=per_layer)
     else:
-        output = model(input_ids, pixel_values, mask=None, **extras)
+        output = model(input_ids, call_pixels(model, pixel_values), mask=None, **extras)
     return getattr(output, "logits", output)
+
+
+def call_pixels(model: Any, pixel_values: Optional[mx.array]) -> Any:
+    """The pixel values as the family's mlx-vlm call reads them: the rows' own, or a `VIEW_PAIR_IMAGES` pair."""
+    pair = VIEW_PAIR_IMAGES.get(model_family(model))
+    return pair.model_pixels(pixel_values) if pair is not None and pixel_values is not None else pixel_values
 
 
 def gemma3n_embeddings(
@@ -393,7 +452,8 @@ def generate_tokens(
         return
     from mlx_vlm.generate.ar import generate_step
 
-    steps = generate_step(input_ids, model, pixel_values, mask, max_tokens=max_new_tokens, **sampling, **extras)
+    pixels = call_pixels(model, pixel_values)
+    steps = generate_step(input_ids, model, pixels, mask, max_tokens=max_new_tokens, **sampling, **extras)
     for token, _ in steps:
         yield int(token.item() if hasattr(token, "item") else token)
 
@@ -450,7 +510,15 @@ def process_conversation(processor: Any, text: str, images: List[Any], audios: S
         return {"input_ids": list(ids)}
     # Gemma 3's processor reads a list of images per text; Qwen's a flat list across texts.
     given = ([images] if images and _nested_images(processor) else images) or None
-    media = {"audio": list(audios)} if audios else {}
+    media: Dict[str, Any] = {"audio": list(audios)} if audios else {}
+    pair = VIEW_PAIR_IMAGES.get(_module_family(processor) or "")
+    if pair is not None:
+        if len(images) > 1:
+            raise NotImplementedError(
+                f"training {type(processor).__name__} on MLX takes one image per row (a row has {len(images)}): its "
+                "processor reads one image per text; split the images across rows"
+            )
+        media.update(pair.call_options(processor))
     try:
         output = processor(images=given, text=[text], add_special_tokens=False, **media)
     except TypeError as error:
@@ -458,6 +526,8 @@ def process_conversation(processor: Any, text: str, images: List[Any], audios: S
         if "add_special_tokens" not in str(error):
             raise
         output = processor(images=given, text=[text], **media)
+    if pair is not None:
+        output = pair.row_features(dict(output))
     result = {name: np.asarray(value) for name, value in output.items()}
     result["input_ids"] = result["input_ids"][0].tolist()
     result.pop("attention_mask", None)
