@@ -99,6 +99,30 @@ def exaone_moe_config() -> dict:
     }
 
 
+def step3p5_config() -> dict:
+    """A dense full layer (four heads over two, half of each head rotated, base 1e6), then three sliding ones over
+    8 positions (eight heads over four, all rotated, base 5e4, away from llama.cpp's default 1e4) with sigmoid top-2 of four experts beside a shared
+    one; a gate per head, and SwiGLU limits low enough to clamp in some layers."""
+    return {
+        **_generic("step3p5", "Step3p5ForCausalLM", num_hidden_layers=4, head_dim=64, tie_word_embeddings=False),
+        "num_attention_groups": 2,
+        "attention_other_setting": {"num_attention_heads": 8, "num_attention_groups": 4},
+        "layer_types": ["full_attention"] + ["sliding_attention"] * 3,
+        "partial_rotary_factors": [0.5, 1.0, 1.0, 1.0],
+        "rope_theta": [1000000.0, 50000.0, 50000.0, 50000.0],
+        "sliding_window": 8,
+        "moe_num_experts": 4,
+        "moe_top_k": 2,
+        "moe_intermediate_size": WIDTH,
+        "share_expert_dim": WIDTH,
+        "moe_layers_enum": "1,2,3",
+        "moe_router_scaling_factor": 1.5,
+        "norm_expert_weight": True,
+        "swiglu_limits": [0.0, 0.02, 0.0, 0.02],
+        "swiglu_limits_shared": [0.02, 0.0, 0.02, 0.0],
+    }
+
+
 def mamba2_config() -> dict:
     """Eight 64-wide SSM heads in one group, a tied head, no step clipping."""
     return {
@@ -200,6 +224,7 @@ TEXT_FAMILIES = {
         tie_word_embeddings=False,
     ),
     "mamba2": mamba2_config,
+    "step3p5": step3p5_config,
     # PLaMo (1): eight query heads over two key/value heads, tiled (n_shared_head 4).
     "plamo": lambda: _generic("plamo", "PlamoForCausalLM", num_attention_heads=8, n_shared_head=4),
     # PLaMo 3: four layers, the 4th global (rope base 1e6), the others sliding over 8 positions (base 1e4).
