@@ -123,6 +123,35 @@ def step3p5_config() -> dict:
     }
 
 
+def kimi_linear_config() -> dict:
+    """Delta-net layers 1, 2 and 4 (four 64-wide heads), latent attention in the 3rd (a 64-wide latent, 32 + 16 key
+    and 40 value widths per head), a dense first layer, then sigmoid top-2 of four experts (selection bias,
+    renormalized, scaled) beside a shared one."""
+    return {
+        **_generic("kimi_linear", "KimiLinearForCausalLM", num_hidden_layers=4, head_dim=64, tie_word_embeddings=False),
+        "linear_attn_config": {
+            "num_heads": 4,
+            "head_dim": 64,
+            "short_conv_kernel_size": 4,
+            "kda_layers": [1, 2, 4],
+            "full_attn_layers": [3],
+        },
+        "model_max_length": 256,
+        "kv_lora_rank": 64,
+        "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 40,
+        "mla_use_nope": True,
+        "num_experts": 4,
+        "num_experts_per_token": 2,
+        "num_shared_experts": 1,
+        "moe_intermediate_size": WIDTH,
+        "first_k_dense_replace": 1,
+        "routed_scaling_factor": 1.5,
+        "moe_router_activation_func": "sigmoid",
+    }
+
+
 def mamba2_config() -> dict:
     """Eight 64-wide SSM heads in one group, a tied head, no step clipping."""
     return {
@@ -225,6 +254,7 @@ TEXT_FAMILIES = {
     ),
     "mamba2": mamba2_config,
     "step3p5": step3p5_config,
+    "kimi_linear": kimi_linear_config,
     # PLaMo (1): eight query heads over two key/value heads, tiled (n_shared_head 4).
     "plamo": lambda: _generic("plamo", "PlamoForCausalLM", num_attention_heads=8, n_shared_head=4),
     # PLaMo 3: four layers, the 4th global (rope base 1e6), the others sliding over 8 positions (base 1e4).
