@@ -152,11 +152,11 @@ def test_an_architecture_outside_the_list_is_refused_by_name(tiny_model_dir, tmp
     model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(
-        json.dumps({**config, "model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"]})
+        json.dumps({**config, "model_type": "rwkv7", "architectures": ["RWKV7ForCausalLM"]})
     )  # what export reads
     with pytest.raises(
         NotImplementedError,
-        match=r"cannot write model_type 'kimi_linear': llama.cpp \(llama-cpp-python 0.3.36\) loads it as 'kimi-linear', "
+        match=r"cannot write model_type 'rwkv7': llama.cpp \(llama-cpp-python 0.3.36\) loads it as 'rwkv7', "
         r"but this exporter has no converter for it yet .*exported: ",
     ) as refused:
         model.save_pretrained_gguf(str(tmp_path / "out"), tokenizer)

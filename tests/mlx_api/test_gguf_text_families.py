@@ -55,6 +55,11 @@ def test_each_new_family_kit_config_is_exported(name):
         ("afmoe", {"score_func": "softmax"}, "afmoe with score_func other than sigmoid"),
         ("step3p5", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "step3p5 with rope_scaling"),
         ("step3p5", {"rope_theta": [1e6, 5e4, 1e4, 5e4]}, "rope_theta varying across sliding layers"),
+        ("kimi_linear", {"num_attention_heads": 8}, "num_heads apart from num_attention_heads"),
+        ("kimi_linear", {"num_shared_experts": 0}, "kimi_linear without routed and shared experts"),
+        ("kimi_linear", {"moe_layer_freq": 2}, "kimi_linear with moe_layer_freq other than 1"),
+        ("kimi_linear", {"moe_renormalize": False}, "always renormalizes them"),
+        ("kimi_linear", {"num_expert_group": 2, "topk_group": 1}, "kimi_linear choosing experts within groups"),
         ("step3p5", {"partial_rotary_factors": [0.5, 1.0, 0.5, 1.0]}, "partial_rotary_factors varying across sliding"),
     ],
 )
