@@ -255,6 +255,23 @@ TEXT_FAMILIES = {
     "mamba2": mamba2_config,
     "step3p5": step3p5_config,
     "kimi_linear": kimi_linear_config,
+    # RWKV-7: four 64-wide wkv heads, low-rank decay, learning-rate, value-mix and gate projections.
+    "rwkv7": lambda: {
+        "model_type": "rwkv7",
+        "architectures": ["RWKV7ForCausalLM"],
+        "vocab_size": VOCAB_SIZE,
+        "hidden_size": WIDTH,
+        "intermediate_size": 2 * WIDTH,
+        "num_hidden_layers": 2,
+        "head_dim": 64,
+        "norm_eps": 1e-5,
+        "a_low_rank_dim": 32,
+        "v_low_rank_dim": 16,
+        "gate_low_rank_dim": 64,
+        "decay_low_rank_dim": 32,
+        "tie_word_embeddings": False,
+        **_IDS,
+    },
     # PLaMo (1): eight query heads over two key/value heads, tiled (n_shared_head 4).
     "plamo": lambda: _generic("plamo", "PlamoForCausalLM", num_attention_heads=8, n_shared_head=4),
     # PLaMo 3: four layers, the 4th global (rope base 1e6), the others sliding over 8 positions (base 1e4).
@@ -318,16 +335,23 @@ TEXT_FAMILIES = {
 }
 
 
+# RWKV-7's token-shift mixes, key scales, bonus and per-head norm, which mlx_lm starts at zero (its norm's weight too).
+_RWKV7_ZEROS = tuple(f".attn.{name}" for name in ("x_r", "x_w", "x_k", "x_v", "x_a", "x_g", "k_k", "k_a", "r_k"))
+_RWKV7_ZEROS += (".attn.g_norm.weight", ".ffn.x_k")
+
+
 def vary_activation_settings(folder: Path, seed: int) -> None:
-    """Give Apertus' xIELU settings a different value in each layer, as mlx_lm starts them all alike, so that a
-    setting written for the wrong layer changes the logits; a model without them is left as it is."""
+    """Give Apertus' xIELU settings, and RWKV-7's mixes and scales, a different value in each layer and channel, as
+    mlx_lm starts them all alike, so that a setting written for the wrong layer changes the logits; a model without
+    them is left as it is."""
     import mlx.core as mx
 
     path = folder / "model.safetensors"
     weights = mx.load(str(path))
     rng = np.random.default_rng(seed)
-    names = [name for name in weights if ".act_fn.alpha_" in name or name.endswith(".act_fn.beta")]
+    names = [name for name in weights if ".act_fn.alpha_" in name or name.endswith((".act_fn.beta", *_RWKV7_ZEROS))]
     for name in names:
-        weights[name] = weights[name] + mx.array(rng.uniform(-0.3, 0.3), dtype=weights[name].dtype)
+        shape = weights[name].shape if name.endswith(_RWKV7_ZEROS) else ()
+        weights[name] = weights[name] + mx.array(rng.uniform(-0.3, 0.3, shape), dtype=weights[name].dtype)
     if names:
         mx.save_safetensors(str(path), weights, metadata={"format": "mlx"})
