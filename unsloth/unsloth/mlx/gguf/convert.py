@@ -123,7 +123,9 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
 
 # Tensors llama.cpp's kernels read as float32 only (convolution kernels, routers, the position and token type rows
 # BERT adds to its embeddings), as its converter keeps them.
-_FLOAT32_ONLY = re.compile(r"(^|\.)(ssm_conv1d(?:_[qkv])?|shortconv\.conv|ffn_gate_inp|position_embd|token_types)\.weight$")
+_FLOAT32_ONLY = re.compile(
+    r"(^|\.)(ssm_conv1d(?:_[qkv])?|shortconv\.conv|ffn_gate_inp|position_embd|token_types)\.weight$"
+)
 
 
 def stored_type(data: np.ndarray, wanted: str, name: str = "") -> str:
