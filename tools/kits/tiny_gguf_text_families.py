@@ -255,6 +255,26 @@ TEXT_FAMILIES = {
     "mamba2": mamba2_config,
     "step3p5": step3p5_config,
     "kimi_linear": kimi_linear_config,
+    # PLaMo 2: Mamba 2, attention, Mamba 2, attention (eight 64-wide SSM heads; four query heads over two).
+    "plamo2": lambda: {
+        "model_type": "plamo2",
+        "architectures": ["Plamo2ForCausalLM"],
+        "vocab_size": VOCAB_SIZE,
+        "hidden_size": WIDTH,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size_per_head": 64,
+        "intermediate_size": WIDTH,
+        "mamba_num_heads": 8,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_step": 2,
+        "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+        **_IDS,
+    },
     # RWKV-7: four 64-wide wkv heads, low-rank decay, learning-rate, value-mix and gate projections.
     "rwkv7": lambda: {
         "model_type": "rwkv7",

@@ -116,9 +116,6 @@ NOTES: Dict[str, str] = {
     "other here",
     "bitnet": "mlx_lm's bitnet multiplies its packed ternary weights in a Metal kernel, so the model cannot run here "
     "to be checked against llama.cpp's bitnet",
-    "plamo2": "llama.cpp's plamo2 (llama-cpp-python 0.3.36) never returns from its first decode of a tiny PLaMo 2 "
-    "written from mlx_lm's weights (one thread, killed after 60 s), and with flash attention stops on "
-    "GGML_ASSERT(buffer) in its hybrid memory's inputs, so no export could be checked against it",
     "phimoe": "llama.cpp's phimoe routes by a renormalized softmax top-k, mlx_lm's by PhiMoE's sparsemixer, so the "
     "exported model would pick and weigh its experts differently",
 }
