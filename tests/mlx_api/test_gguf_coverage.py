@@ -138,7 +138,7 @@ def test_a_page_with_the_begin_marker_but_no_end_is_a_usage_error(tmp_path: Path
     assert "end marker" in out.getvalue()
 
 
-@pytest.mark.parametrize("model_type", ["rwkv7", "falcon_mamba", "gemma4_unified", "kimi_k3", "gptj"])
+@pytest.mark.parametrize("model_type", ["phimoe", "falcon_mamba", "gemma4_unified", "kimi_k3", "gptj"])
 def test_the_export_refuses_with_the_tables_reason(model_type):
     from unsloth.mlx.gguf.convert import UnsupportedModel, family_for
 

@@ -152,12 +152,12 @@ def test_an_architecture_outside_the_list_is_refused_by_name(tiny_model_dir, tmp
     model, tokenizer = FastLanguageModel.from_pretrained(str(folder))
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(
-        json.dumps({**config, "model_type": "step3p5", "architectures": ["Step3p5ForCausalLM"]})
+        json.dumps({**config, "model_type": "phimoe", "architectures": ["PhiMoEForCausalLM"]})
     )  # what export reads
     with pytest.raises(
         NotImplementedError,
-        match=r"cannot write model_type 'step3p5': llama.cpp \(llama-cpp-python 0.3.36\) loads it as 'step35', "
-        r"but this exporter has no converter for it yet .*exported: ",
+        match=r"cannot write model_type 'phimoe': llama.cpp's phimoe routes by a renormalized softmax top-k, "
+        r"mlx_lm's by PhiMoE's sparsemixer.*exported: ",
     ) as refused:
         model.save_pretrained_gguf(str(tmp_path / "out"), tokenizer)
     listed = str(refused.value).rsplit("exported: ", 1)[1].rstrip(")").split(", ")

@@ -53,6 +53,16 @@ def test_each_new_family_kit_config_is_exported(name):
         ("afmoe", {"layer_types": ["sliding_attention", "full_attention"] * 2}, "other than three of every four"),
         ("afmoe", {"mup_enabled": False}, "afmoe with mup_enabled=False"),
         ("afmoe", {"score_func": "softmax"}, "afmoe with score_func other than sigmoid"),
+        ("step3p5", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "step3p5 with rope_scaling"),
+        ("step3p5", {"rope_theta": [1e6, 5e4, 1e4, 5e4]}, "rope_theta varying across sliding layers"),
+        ("kimi_linear", {"num_attention_heads": 8}, "num_heads apart from num_attention_heads"),
+        ("kimi_linear", {"num_shared_experts": 0}, "kimi_linear without routed and shared experts"),
+        ("kimi_linear", {"moe_layer_freq": 2}, "kimi_linear with moe_layer_freq other than 1"),
+        ("kimi_linear", {"moe_renormalize": False}, "always renormalizes them"),
+        ("kimi_linear", {"num_expert_group": 2, "topk_group": 1}, "kimi_linear choosing experts within groups"),
+        ("plamo2", {"mamba_enabled": False}, "stops on GGML_ASSERT\\(buffer\\)"),
+        ("plamo2", {"rms_norm_eps": 1e-5}, "mlx_lm norms queries and keys with 1e-6"),
+        ("step3p5", {"partial_rotary_factors": [0.5, 1.0, 0.5, 1.0]}, "partial_rotary_factors varying across sliding"),
     ],
 )
 def test_a_setting_a_new_family_cannot_honour_is_refused_by_name(name, change, message):
@@ -62,7 +72,27 @@ def test_a_setting_a_new_family_cannot_honour_is_refused_by_name(name, change, m
         family_for({**_text_config(name), **change})
 
 
-@pytest.mark.parametrize(("model_type", "why"), [("olmo", "ai2-olmo"), ("bitnet", "Metal kernel")])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"index_head_dim": 32}, "index_head_dim 32: llama.cpp's glm-dsa turns"),
+        ({"max_position_embeddings": 1048576}, "shares GLM-5.2's indexers"),
+        ({"indexer_rope_interleave": False}, "indexer_rope_interleave=False"),
+    ],
+)
+def test_a_glm5_indexer_llama_cpp_reads_otherwise_is_refused_by_name(change, message):
+    from tools.kits.tiny_gguf_mla import glm_moe_dsa_config
+    from unsloth.mlx.gguf.convert import UnsupportedModel, family_for
+
+    assert family_for(glm_moe_dsa_config()).architecture == "glm-dsa"
+    with pytest.raises(UnsupportedModel, match=message):
+        family_for({**glm_moe_dsa_config(), **change})
+
+
+@pytest.mark.parametrize(
+    ("model_type", "why"),
+    [("olmo", "ai2-olmo"), ("bitnet", "Metal kernel")],
+)
 def test_a_type_that_cannot_be_checked_here_stays_refused_with_its_reason(model_type, why):
     from unsloth.mlx.gguf.convert import UnsupportedModel, family_for
 

@@ -607,14 +607,14 @@ def build_gguf_family_model(folder: str | Path, name: str, *, seed: int = 0) -> 
 
 
 def bias_expert_selection(folder: Path, seed: int) -> None:
-    """Give expert selection biases (LFM2 MoE's, GLM-4.5's) values, as mlx_lm starts them at zero, so that a lost
+    """Give expert selection biases (LFM2 MoE's, GLM-4.5's, Step 3.5's) values, as mlx_lm starts them at zero, so that a lost
     bias changes the experts; a model without them is left as it is."""
     import mlx.core as mx
 
     path = folder / "model.safetensors"
     weights = mx.load(str(path))
     rng = np.random.default_rng(seed)
-    biases = [name for name in weights if name.endswith((".expert_bias", ".e_score_correction_bias"))]
+    biases = [name for name in weights if name.endswith((".expert_bias", ".e_score_correction_bias", ".router_bias"))]
     if not biases:
         return
     for name in biases:

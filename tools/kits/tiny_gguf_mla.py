@@ -93,11 +93,28 @@ def kimi_k2_config() -> dict:
     return config
 
 
+def glm_moe_dsa_config() -> dict:
+    """GLM-5's layout on GLM-4.7-Flash's widths, with an indexer (four 64-wide heads) keeping each query's 8 best
+    keys, fewer than the prompt has, so that the sparse attention decides the logits."""
+    config = {key: value for key, value in glm4_moe_lite_config().items() if key not in ("rope_theta", "rope_scaling")}
+    return {
+        **config,
+        "model_type": "glm_moe_dsa",
+        "architectures": ["GlmMoeDsaForCausalLM"],
+        "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+        "index_n_heads": 4,
+        "index_head_dim": 64,
+        "index_topk": 8,
+        "indexer_rope_interleave": True,
+    }
+
+
 # Types mlx_lm runs as DeepSeek V3 (its MODEL_REMAPPING), for the untrained f32 llama.cpp check beside
 # `tiny_gguf_families.UNTRAINED_FAMILIES`: latent attention, sigmoid experts beside a shared one.
 UNTRAINED_MLA_FAMILIES = {
     "kimi_k2": kimi_k2_config,
     "joyai_llm_flash": lambda: {**kimi_k2_config(), "model_type": "joyai_llm_flash"},
+    "glm_moe_dsa": glm_moe_dsa_config,
 }
 
 

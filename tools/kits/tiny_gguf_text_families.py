@@ -99,6 +99,59 @@ def exaone_moe_config() -> dict:
     }
 
 
+def step3p5_config() -> dict:
+    """A dense full layer (four heads over two, half of each head rotated, base 1e6), then three sliding ones over
+    8 positions (eight heads over four, all rotated, base 5e4, away from llama.cpp's default 1e4) with sigmoid top-2 of four experts beside a shared
+    one; a gate per head, and SwiGLU limits low enough to clamp in some layers."""
+    return {
+        **_generic("step3p5", "Step3p5ForCausalLM", num_hidden_layers=4, head_dim=64, tie_word_embeddings=False),
+        "num_attention_groups": 2,
+        "attention_other_setting": {"num_attention_heads": 8, "num_attention_groups": 4},
+        "layer_types": ["full_attention"] + ["sliding_attention"] * 3,
+        "partial_rotary_factors": [0.5, 1.0, 1.0, 1.0],
+        "rope_theta": [1000000.0, 50000.0, 50000.0, 50000.0],
+        "sliding_window": 8,
+        "moe_num_experts": 4,
+        "moe_top_k": 2,
+        "moe_intermediate_size": WIDTH,
+        "share_expert_dim": WIDTH,
+        "moe_layers_enum": "1,2,3",
+        "moe_router_scaling_factor": 1.5,
+        "norm_expert_weight": True,
+        "swiglu_limits": [0.0, 0.02, 0.0, 0.02],
+        "swiglu_limits_shared": [0.02, 0.0, 0.02, 0.0],
+    }
+
+
+def kimi_linear_config() -> dict:
+    """Delta-net layers 1, 2 and 4 (four 64-wide heads), latent attention in the 3rd (a 64-wide latent, 32 + 16 key
+    and 40 value widths per head), a dense first layer, then sigmoid top-2 of four experts (selection bias,
+    renormalized, scaled) beside a shared one."""
+    return {
+        **_generic("kimi_linear", "KimiLinearForCausalLM", num_hidden_layers=4, head_dim=64, tie_word_embeddings=False),
+        "linear_attn_config": {
+            "num_heads": 4,
+            "head_dim": 64,
+            "short_conv_kernel_size": 4,
+            "kda_layers": [1, 2, 4],
+            "full_attn_layers": [3],
+        },
+        "model_max_length": 256,
+        "kv_lora_rank": 64,
+        "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 40,
+        "mla_use_nope": True,
+        "num_experts": 4,
+        "num_experts_per_token": 2,
+        "num_shared_experts": 1,
+        "moe_intermediate_size": WIDTH,
+        "first_k_dense_replace": 1,
+        "routed_scaling_factor": 1.5,
+        "moe_router_activation_func": "sigmoid",
+    }
+
+
 def mamba2_config() -> dict:
     """Eight 64-wide SSM heads in one group, a tied head, no step clipping."""
     return {
@@ -200,6 +253,45 @@ TEXT_FAMILIES = {
         tie_word_embeddings=False,
     ),
     "mamba2": mamba2_config,
+    "step3p5": step3p5_config,
+    "kimi_linear": kimi_linear_config,
+    # PLaMo 2: Mamba 2, attention, Mamba 2, attention (eight 64-wide SSM heads; four query heads over two).
+    "plamo2": lambda: {
+        "model_type": "plamo2",
+        "architectures": ["Plamo2ForCausalLM"],
+        "vocab_size": VOCAB_SIZE,
+        "hidden_size": WIDTH,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size_per_head": 64,
+        "intermediate_size": WIDTH,
+        "mamba_num_heads": 8,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_step": 2,
+        "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+        **_IDS,
+    },
+    # RWKV-7: four 64-wide wkv heads, low-rank decay, learning-rate, value-mix and gate projections.
+    "rwkv7": lambda: {
+        "model_type": "rwkv7",
+        "architectures": ["RWKV7ForCausalLM"],
+        "vocab_size": VOCAB_SIZE,
+        "hidden_size": WIDTH,
+        "intermediate_size": 2 * WIDTH,
+        "num_hidden_layers": 2,
+        "head_dim": 64,
+        "norm_eps": 1e-5,
+        "a_low_rank_dim": 32,
+        "v_low_rank_dim": 16,
+        "gate_low_rank_dim": 64,
+        "decay_low_rank_dim": 32,
+        "tie_word_embeddings": False,
+        **_IDS,
+    },
     # PLaMo (1): eight query heads over two key/value heads, tiled (n_shared_head 4).
     "plamo": lambda: _generic("plamo", "PlamoForCausalLM", num_attention_heads=8, n_shared_head=4),
     # PLaMo 3: four layers, the 4th global (rope base 1e6), the others sliding over 8 positions (base 1e4).
@@ -263,16 +355,23 @@ TEXT_FAMILIES = {
 }
 
 
+# RWKV-7's token-shift mixes, key scales, bonus and per-head norm, which mlx_lm starts at zero (its norm's weight too).
+_RWKV7_ZEROS = tuple(f".attn.{name}" for name in ("x_r", "x_w", "x_k", "x_v", "x_a", "x_g", "k_k", "k_a", "r_k"))
+_RWKV7_ZEROS += (".attn.g_norm.weight", ".ffn.x_k")
+
+
 def vary_activation_settings(folder: Path, seed: int) -> None:
-    """Give Apertus' xIELU settings a different value in each layer, as mlx_lm starts them all alike, so that a
-    setting written for the wrong layer changes the logits; a model without them is left as it is."""
+    """Give Apertus' xIELU settings, and RWKV-7's mixes and scales, a different value in each layer and channel, as
+    mlx_lm starts them all alike, so that a setting written for the wrong layer changes the logits; a model without
+    them is left as it is."""
     import mlx.core as mx
 
     path = folder / "model.safetensors"
     weights = mx.load(str(path))
     rng = np.random.default_rng(seed)
-    names = [name for name in weights if ".act_fn.alpha_" in name or name.endswith(".act_fn.beta")]
+    names = [name for name in weights if ".act_fn.alpha_" in name or name.endswith((".act_fn.beta", *_RWKV7_ZEROS))]
     for name in names:
-        weights[name] = weights[name] + mx.array(rng.uniform(-0.3, 0.3), dtype=weights[name].dtype)
+        shape = weights[name].shape if name.endswith(_RWKV7_ZEROS) else ()
+        weights[name] = weights[name] + mx.array(rng.uniform(-0.3, 0.3, shape), dtype=weights[name].dtype)
     if names:
         mx.save_safetensors(str(path), weights, metadata={"format": "mlx"})

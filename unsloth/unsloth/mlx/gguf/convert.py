@@ -122,8 +122,10 @@ def write_hyperparameters(writer: Any, config: Dict[str, Any]) -> None:
 
 
 # Tensors llama.cpp's kernels read as float32 only (convolution kernels, routers, the position and token type rows
-# BERT adds to its embeddings), as its converter keeps them.
-_FLOAT32_ONLY = re.compile(r"(^|\.)(ssm_conv1d|shortconv\.conv|ffn_gate_inp|position_embd|token_types)\.weight$")
+# BERT adds to its embeddings, RWKV-7's fused token-shift mixes), as its converter keeps them.
+_FLOAT32_ONLY = re.compile(
+    r"(^|\.)(ssm_conv1d(?:_[qkv])?|shortconv\.conv|ffn_gate_inp|position_embd|token_types|time_mix_lerp_fused)\.weight$"
+)
 
 
 def stored_type(data: np.ndarray, wanted: str, name: str = "") -> str:

@@ -84,6 +84,10 @@ class Converter:
         """Which layers attend, for families mixing attention with recurrent blocks; None when all do."""
         return None
 
+    def head_counts(self, config: Dict[str, Any]) -> Union[int, List[int]]:
+        """head_count: one number, or one per layer where layers differ (Step 3.5's sliding layers)."""
+        return int(config["num_attention_heads"])
+
     def kv_head_counts(self, config: Dict[str, Any]) -> Union[int, List[int]]:
         """head_count_kv: one number, or one per layer with 0 marking a recurrent layer (how llama.cpp finds them)."""
         return attention_kv_heads(config, self.attention_layers(config))
@@ -111,7 +115,7 @@ class Converter:
         writer.add_embedding_length(int(config["hidden_size"]))
         writer.add_block_count(int(config["num_hidden_layers"]))
         writer.add_feed_forward_length(self.feed_forward_length(config))
-        writer.add_head_count(int(config["num_attention_heads"]))
+        writer.add_head_count(self.head_counts(config))
         writer.add_head_count_kv(self.kv_head_counts(config))
         writer.add_key_length(dims)
         writer.add_value_length(self.value_dims(config))

@@ -2,7 +2,7 @@
 # Copyright 2026 the unsloth authors.
 """The mixture-of-experts families llama.cpp reads with the common tensor names: Qwen 2 and 3 MoE, OLMoE,
 DeepSeek (v1), dots.llm1, Ling (bailing_moe), ERNIE 4.5, GLM-4.5, MiniMax-M2, gpt-oss, Llama 4's language model,
-DBRX, K-EXAONE, AFMoE and MiMo-V2-Flash, each with the expert keys and the routing settings its graph fixes."""
+DBRX, K-EXAONE, AFMoE, MiMo-V2-Flash and Step 3.5, each with the expert keys and the routing settings its graph fixes."""
 
 from __future__ import annotations
 
@@ -533,6 +533,135 @@ class MimoV2(Converter):
             writer.add_float32(f"{family.architecture}.attention.value_scale", float(config["attention_value_scale"]))
 
 
+# Step 3.5's weights llama.cpp names outside the `gguf` package's map for step35, by their mlx_lm name's ending.
+_STEP35_NAMES = {
+    ".self_attn.g_proj.weight": "attn_gate.weight",
+    ".mlp.gate.gate.weight": "ffn_gate_inp.weight",
+    ".mlp.gate.router_bias": "exp_probs_b.bias",
+    ".mlp.share_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+    ".mlp.share_expert.up_proj.weight": "ffn_up_shexp.weight",
+    ".mlp.share_expert.down_proj.weight": "ffn_down_shexp.weight",
+}
+
+
+class Step3p5(Converter):
+    """Step 3.5 (step35): sliding and full layers with their own head counts, rope bases and rotated widths, a
+    sigmoid gate per head on the attention output, sigmoid-scored experts (selection bias, normalized, scaled) beside
+    a shared expert, SwiGLU clamped per layer. llama.cpp halves the rotated width it reads for the full layers."""
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        from .latent_attention import as_mlx_lm_reads
+
+        config = as_mlx_lm_reads(config)
+        return {**config, "num_key_value_heads": int(config["num_attention_groups"])}
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        config = self.with_common_keys(config)
+        if config.get("rope_scaling"):
+            raise UnsupportedModel(
+                "step3p5 with rope_scaling: its scaled layers are not checked against llama.cpp here"
+            )
+        for sliding in (True, False):
+            kind = "sliding" if sliding else "full"
+            if len({_step35_rope_bases(config)[layer] for layer in _step35_layers(config, sliding)}) > 1:
+                raise UnsupportedModel(f"step3p5 with rope_theta varying across {kind} layers: llama.cpp reads one")
+            if len({_step35_rotated(config)[layer] for layer in _step35_layers(config, sliding)}) > 1:
+                raise UnsupportedModel(
+                    f"step3p5 with partial_rotary_factors varying across {kind} layers: llama.cpp reads one"
+                )
+
+    def head_counts(self, config: Dict[str, Any]) -> List[int]:
+        return [_step35_heads(config, sliding)[0] for sliding in _step35_sliding(config)]
+
+    def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
+        return [_step35_heads(config, sliding)[1] for sliding in _step35_sliding(config)]
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return 2 * _step35_kind_value(config, _step35_rotated(config), sliding=False)  # llama.cpp halves it
+
+    def rope_base(self, config: Dict[str, Any], local: bool = False) -> float:
+        return float(_step35_kind_value(config, _step35_rope_bases(config), sliding=local))
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        for ending, tensor in _STEP35_NAMES.items():
+            if name.endswith(ending):
+                return [(blk(name, tensor), data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        layers = int(config["num_hidden_layers"])
+        moe = _step35_moe_layers(config)
+        writer.add_rope_dimension_count_swa(_step35_kind_value(config, _step35_rotated(config), sliding=True))
+        writer.add_rope_freq_base_swa(self.rope_base(config, local=True))
+        writer.add_sliding_window(int(config["sliding_window"]))
+        writer.add_sliding_window_pattern(_step35_sliding(config))
+        writer.add_expert_count(int(config["moe_num_experts"]))
+        writer.add_expert_used_count(int(config["moe_top_k"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_feed_forward_length(int(config["share_expert_dim"]))
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        writer.add_expert_weights_scale(float(config["moe_router_scaling_factor"]))
+        writer.add_expert_weights_norm(bool(config["norm_expert_weight"]))
+        writer.add_leading_dense_block_count(min(moe, default=layers))
+        # mlx_lm clamps the routed experts by swiglu_limits, the shared expert and dense MLPs by swiglu_limits_shared.
+        writer.add_swiglu_clamp_exp(_step35_limits(config, "swiglu_limits"))
+        writer.add_swiglu_clamp_shexp(_step35_limits(config, "swiglu_limits_shared"))
+
+
+def _step35_sliding(config: Dict[str, Any]) -> List[bool]:
+    """Which layers slide, as mlx_lm reads them: `layer_types`, else every even layer."""
+    kinds = config.get("layer_types")
+    layers = range(int(config["num_hidden_layers"]))
+    return [kinds[layer] == "sliding_attention" if kinds else layer % 2 == 0 for layer in layers]
+
+
+def _step35_layers(config: Dict[str, Any], sliding: bool) -> List[int]:
+    return [layer for layer, slides in enumerate(_step35_sliding(config)) if slides == sliding]
+
+
+def _step35_heads(config: Dict[str, Any], sliding: bool) -> Tuple[int, int]:
+    """(query heads, key/value heads) of a sliding or full layer."""
+    other = config.get("attention_other_setting") or {}
+    if sliding and other:
+        return int(other["num_attention_heads"]), int(other["num_attention_groups"])
+    return int(config["num_attention_heads"]), int(config["num_attention_groups"])
+
+
+def _step35_rope_bases(config: Dict[str, Any]) -> List[float]:
+    theta = config["rope_theta"]
+    return [float(theta[layer] if isinstance(theta, list) else theta) for layer in range(len(_step35_sliding(config)))]
+
+
+def _step35_rotated(config: Dict[str, Any]) -> List[int]:
+    factors = config.get("partial_rotary_factors") or []
+    width = int(config["head_dim"])
+    layers = range(int(config["num_hidden_layers"]))
+    return [int(width * (factors[layer] if layer < len(factors) else 1.0)) for layer in layers]
+
+
+def _step35_kind_value(config: Dict[str, Any], values: List[Any], sliding: bool) -> Any:
+    """The value of the first sliding (or full) layer; `refuse` has checked the others agree; the other kind's
+    where the model has none."""
+    layers = _step35_layers(config, sliding) or _step35_layers(config, not sliding)
+    return values[layers[0]]
+
+
+def _step35_moe_layers(config: Dict[str, Any]) -> List[int]:
+    listed = config.get("moe_layers_enum")
+    if listed:
+        return sorted(int(layer) for layer in listed.strip().split(","))
+    return list(range(1, int(config["num_hidden_layers"])))
+
+
+def _step35_limits(config: Dict[str, Any], key: str) -> List[float]:
+    limits = list(config.get(key) or [])
+    return [
+        float(limits[layer] or 0.0) if layer < len(limits) else 0.0 for layer in range(len(_step35_sliding(config)))
+    ]
+
+
 CONVERTERS = {
     "qwen3_moe": Qwen3Moe(Family("qwen3moe")),
     "qwen2_moe": Qwen2Moe(Family("qwen2moe")),
@@ -552,4 +681,5 @@ CONVERTERS = {
     "afmoe": Afmoe(Family("afmoe")),
     "mimo_v2_flash": MimoV2(Family("mimo2")),
     "exaone_moe": ExaoneMoe(Family("exaone-moe", key="EXAONE_MOE", output_required=True)),
+    "step3p5": Step3p5(Family("step35")),
 }

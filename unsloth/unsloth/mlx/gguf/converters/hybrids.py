@@ -5,11 +5,12 @@ granitehybrid read them.
 
 LFM2 runs short convolutions between attention blocks, dense or with sigmoid-routed experts; Granite 4.0-H runs
 Mamba 2 between attention blocks, dense or with experts beside a shared MLP, and Granite 3 is its dense
-all-attention ancestor with the same four multipliers.
+all-attention ancestor with the same four multipliers. RWKV-7, all recurrent, goes as llama.cpp's rwkv7.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
@@ -142,10 +143,97 @@ def _write_granite_multipliers(writer: Any, config: Dict[str, Any]) -> None:
             add(float(config.get(key) or 1.0))
 
 
+# RWKV-7's weights by their mlx_lm name after the layer (`model.layers.N.`), as llama.cpp's rwkv7 names them.
+_RWKV7_NAMES = {
+    "attn_norm.weight": "attn_norm.weight",
+    "attn_norm.bias": "attn_norm.bias",
+    "ffn_norm.weight": "attn_norm_2.weight",
+    "ffn_norm.bias": "attn_norm_2.bias",
+    "attn.r_proj.weight": "time_mix_receptance.weight",
+    "attn.k_proj.weight": "time_mix_key.weight",
+    "attn.v_proj.weight": "time_mix_value.weight",
+    "attn.o_proj.weight": "time_mix_output.weight",
+    "attn.k_k": "time_mix_k_k.weight",
+    "attn.k_a": "time_mix_k_a.weight",
+    "attn.r_k": "time_mix_r_k.weight",
+    "attn.g_norm.weight": "time_mix_ln.weight",
+    "attn.g_norm.bias": "time_mix_ln.bias",
+    "ffn.key.weight": "channel_mix_key.weight",
+    "ffn.value.weight": "channel_mix_value.weight",
+    "ffn.x_k": "channel_mix_lerp_k.weight",
+}
+_RWKV7_PER_CHANNEL = {"attn.k_k", "attn.k_a", "attn.r_k", "attn.g_norm.weight", "attn.g_norm.bias", "ffn.x_k"}
+_RWKV7_OUTER = {
+    "model.embeddings.weight": "token_embd.weight",
+    "model.layers.0.pre_norm.weight": "token_embd_norm.weight",
+    "model.layers.0.pre_norm.bias": "token_embd_norm.bias",
+    "model.norm.weight": "output_norm.weight",
+    "model.norm.bias": "output_norm.bias",
+    "lm_head.weight": "output.weight",
+}
+# Each low-rank projection (decay w, in-context learning rate a, value mix v, gate g) as llama.cpp's 1, 2 and 0.
+_RWKV7_LORA = {"lora.0.weight": "1.weight", "lora.2.weight": "2.weight", "lora.2.bias": "0.weight"}
+# The token-shift mixes in the order llama.cpp's fused tensor holds them.
+_RWKV7_MIXES = ("x_r", "x_w", "x_k", "x_v", "x_a", "x_g")
+_RWKV7_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
+
+
+class Rwkv7(Converter):
+    """RWKV-7: per layer, time mixing (token-shift mixes, low-rank decay, learning rate, value-residual and gate
+    projections, the wkv7 state, a per-head group norm) and channel mixing under LayerNorms, the first layer's input
+    normed as well; no attention, so llama.cpp counts no heads."""
+
+    embedding_weight = "model.embeddings.weight"
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        return {**config, "num_attention_heads": 0}
+
+    def prepare_weights(self, weights: Dict[str, np.ndarray], config: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        """The six token-shift mixes of each layer fused, and the first layer's unused value-mix projection, which
+        llama.cpp's loader requires, as zeros."""
+        weights = dict(weights)
+        hidden, rank = int(config["hidden_size"]), int(config["a_low_rank_dim"])
+        for layer in range(int(config["num_hidden_layers"])):
+            prefix = f"model.layers.{layer}.attn."
+            mixes = [np.asarray(weights.pop(prefix + mix), dtype=np.float32).reshape(-1) for mix in _RWKV7_MIXES]
+            weights[f"blk.{layer}.time_mix_lerp_fused.weight"] = np.stack(mixes).reshape(len(mixes), 1, 1, hidden)
+        zeros = {"lora.0.weight": (rank, hidden), "lora.2.weight": (hidden, rank), "lora.2.bias": (hidden,)}
+        for part, shape in zeros.items():
+            weights.setdefault(f"model.layers.0.attn.v_lora.{part}", np.zeros(shape, dtype=np.float32))
+        return weights
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        if name.startswith("blk.") or name in _RWKV7_OUTER:
+            return [(_RWKV7_OUTER.get(name, name), data, True)]
+        match = _RWKV7_LAYER.match(name)
+        if match is None:
+            return super().split_weight(name, data, config)
+        layer, rest = match.groups()
+        if rest in _RWKV7_NAMES:
+            flat = rest in _RWKV7_PER_CHANNEL  # (heads, head_dim) or (1, 1, hidden) as llama.cpp's one row
+            return [(f"blk.{layer}.{_RWKV7_NAMES[rest]}", data.reshape(-1) if flat else data, True)]
+        kind, _, part = rest.removeprefix("attn.").partition("_lora.")
+        return [(f"blk.{layer}.time_mix_{kind}{_RWKV7_LORA[part]}", data, True)]
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        writer.add_context_length(1048576)  # RWKV keeps a state, not a context window
+        writer.add_embedding_length(int(config["hidden_size"]))
+        writer.add_block_count(int(config["num_hidden_layers"]))
+        writer.add_layer_norm_eps(float(config["norm_eps"]))
+        writer.add_wkv_head_size(int(config["head_dim"]))
+        writer.add_decay_lora_rank(int(config["decay_low_rank_dim"]))
+        writer.add_iclr_lora_rank(int(config["a_low_rank_dim"]))
+        writer.add_value_residual_mix_lora_rank(int(config["v_low_rank_dim"]))
+        writer.add_gate_lora_rank(int(config["gate_low_rank_dim"]))
+        writer.add_feed_forward_length(int(config["intermediate_size"]))
+        writer.add_head_count(0)  # llama.cpp's loader requires the key
+
+
 CONVERTERS = {
     "lfm2": Lfm2(Family("lfm2")),
     "lfm2_moe": Lfm2Moe(Family("lfm2moe", key="LFM2MOE")),
     "granite": Granite(Family("granite", permute_rotary=True)),
     "granitemoe": Granite(_GRANITE_4_ATTENTION_ONLY[True]),  # Granite 3 MoE: the same graph as Granite 4.0's
     "granitemoehybrid": GraniteHybrid(Family("granitehybrid", permute_rotary=True, key="GRANITE_HYBRID")),
+    "rwkv7": Rwkv7(Family("rwkv7", output_required=True)),
 }

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
-"""Multi-head latent attention (GLM-4.7-Flash, DeepSeek V2 and V3) as llama.cpp's deepseek2: tensors, keys, refusals.
+"""Multi-head latent attention (GLM-4.7-Flash, DeepSeek V2 and V3) as llama.cpp's deepseek2, and GLM-5's with its
+indexer as glm-dsa: tensors, keys, refusals.
 
 Keys and values come from one small latent per token; each head's key part without rotation and its value are
 per-head matrices over that latent (mlx_lm's `embed_q` and `unembed_out`, llama.cpp's `attn_k_b` and `attn_v_b`),
@@ -15,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..families import Family
+from ..families import Family, UnsupportedModel
 from .base import Converter, refusing
 
 # The model types written this way: each one's mlx_lm routing, as llama.cpp's gating function names it (Kimi K2 and
@@ -26,7 +27,15 @@ LATENT_TYPES = {
     "deepseek_v2": "softmax",
     "kimi_k2": "sigmoid",
     "joyai_llm_flash": "sigmoid",
+    "glm_moe_dsa": "sigmoid",
 }
+# mlx_lm's DSA indexer weights (GLM-5), under llama.cpp's glm-dsa names.
+_INDEXER = {"wq_b": "attn_q_b", "wk": "attn_k", "weights_proj": "proj", "k_norm": "k_norm"}
+_INDEXER_TENSOR = re.compile(
+    r"^model\.layers\.(\d+)\.self_attn\.indexer\.(wq_b|wk|weights_proj|k_norm)\.(weight|bias)$"
+)
+# From this trained context on, llama.cpp's glm-dsa shares GLM-5.2's indexers between layers unless told otherwise.
+_GLM_DSA_SHARED_INDEXERS = 1048576
 # mlx_lm's per-head latent matrices, (heads, out, in) as llama.cpp's (in, out, heads) reads them.
 _PER_HEAD = {"embed_q": "attn_k_b", "unembed_out": "attn_v_b"}
 _LAYER_TENSOR = re.compile(r"^model\.layers\.(\d+)\.self_attn\.(embed_q|unembed_out|kv_b_proj)\.weight$")
@@ -70,7 +79,10 @@ def refuse_unsupported(config: Dict[str, Any]) -> None:
         raise LatentAttentionUnsupported(f"{model_type} with attention_bias=True: llama.cpp's deepseek2 has no biases")
     if _routed_experts(config):
         _refuse_routing(config, model_type)
-    if model_type in ("deepseek_v2", "deepseek_v3") and float(config.get("rms_norm_eps") or 1e-6) != 1e-6:
+    if (
+        model_type in ("deepseek_v2", "deepseek_v3", "glm_moe_dsa")
+        and float(config.get("rms_norm_eps") or 1e-6) != 1e-6
+    ):
         raise LatentAttentionUnsupported(
             f"{model_type} with rms_norm_eps {config['rms_norm_eps']!r}: mlx_lm norms its query and latent with 1e-6 "
             "whatever the config says, llama.cpp with the config's epsilon"
@@ -218,7 +230,51 @@ class LatentAttention(Converter):
         write_hyperparameters(writer, config)
 
 
+class GlmDsa(LatentAttention):
+    """GLM-5 (glm_moe_dsa) as llama.cpp's glm-dsa: DeepSeek V3's latent attention and experts, with a lightning
+    indexer in every layer that keeps each query's `index_topk` best-scored keys once the context is longer."""
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        parameters = config.get("rope_parameters") or {}
+        return {**config, "rope_theta": parameters.get("rope_theta"), "rope_scaling": parameters or None}  # as mlx_lm
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        super().refuse(config)
+        if not config.get("indexer_rope_interleave", True):
+            raise UnsupportedModel(
+                "glm_moe_dsa with indexer_rope_interleave=False: llama.cpp's glm-dsa rotates the indexer's pairs "
+                "interleaved"
+            )
+        if int(config["index_head_dim"]) % 64:
+            raise UnsupportedModel(
+                f"glm_moe_dsa with index_head_dim {config['index_head_dim']}: llama.cpp's glm-dsa turns the indexer's "
+                "queries and keys by a Hadamard matrix of a multiple of 64 rows, and stops (ggml_can_mul_mat) on this"
+            )
+        if int(config["max_position_embeddings"]) >= _GLM_DSA_SHARED_INDEXERS:
+            raise UnsupportedModel(
+                f"glm_moe_dsa with max_position_embeddings {config['max_position_embeddings']}: from "
+                f"{_GLM_DSA_SHARED_INDEXERS} llama.cpp's glm-dsa shares GLM-5.2's indexers between layers, mlx_lm "
+                "runs one in every layer"
+            )
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Tuple[str, np.ndarray, bool]]:
+        match = _INDEXER_TENSOR.match(name)
+        if match is not None:
+            layer, part, kind = match.groups()
+            return [(f"blk.{layer}.indexer.{_INDEXER[part]}.{kind}", data, True)]
+        return super().split_weight(name, data, config)
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        super().write_hyperparameters(writer, config)
+        writer.add_indexer_head_count(int(config["index_n_heads"]))
+        writer.add_indexer_key_length(int(config["index_head_dim"]))
+        writer.add_indexer_top_k(int(config["index_topk"]))
+
+
 # YaRN only as DeepSeek's log multiplier makes it agree.
 CONVERTERS = {
-    model_type: LatentAttention(Family("deepseek2", yarn=True, yarn_log_mul=True)) for model_type in LATENT_TYPES
+    model_type: LatentAttention(Family("deepseek2", yarn=True, yarn_log_mul=True))
+    for model_type in LATENT_TYPES
+    if model_type != "glm_moe_dsa"
 }
+CONVERTERS["glm_moe_dsa"] = GlmDsa(Family("glm-dsa", key="GLM_DSA", yarn=True, yarn_log_mul=True))

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 the unsloth authors.
 """Falcon-H1 and Nemotron-H (Mamba 2 hybrids) as llama.cpp's falcon-h1, nemotron_h and nemotron_h_moe; Mamba (1) and
-Mamba 2 alone as llama.cpp's mamba and mamba2; Jamba (Mamba 1 with attention) as jamba.
+Mamba 2 alone as llama.cpp's mamba and mamba2; Jamba (Mamba 1 with attention) as jamba; PLaMo 2 (Mamba 2 with
+attention) as plamo2.
 
 Falcon-H1 runs a Mamba 2 mixer beside attention in every block; Nemotron-H gives each block one mixer, Mamba 2,
 attention (no rotary embeddings), a relu² MLP or sigmoid-routed experts, as its `hybrid_override_pattern` says.
@@ -387,6 +388,97 @@ class Jamba(Converter):
             writer.add_expert_used_count(int(args.num_experts_per_tok))
 
 
+# PLaMo 2's weights by their mlx_lm name after the layer (`model.layers.layers.N.`): llama.cpp's name, and the
+# offset mlx_lm's RMSNorm adds to a stored weight (llama.cpp's converter adds it to the tensor).
+_PLAMO2_LAYER = re.compile(r"^model\.layers\.layers\.(\d+)\.(.+)$")
+_PLAMO2_NAMES = {
+    "pre_mixer_norm.weight": ("attn_norm.weight", 1.0),
+    "post_mixer_norm.weight": ("post_attention_norm", 1.0 / 5),
+    "pre_mlp_norm.weight": ("ffn_norm.weight", 1.0),
+    "post_mlp_norm.weight": ("post_ffw_norm", 1.0 / 5**1.5),
+    "mlp.gate_up_proj.weight": ("ffn_up.weight", 0.0),
+    "mlp.down_proj.weight": ("ffn_down.weight", 0.0),
+    "mixer.qkv_proj.weight": ("attn_qkv.weight", 0.0),
+    "mixer.o_proj.weight": ("attn_output.weight", 0.0),
+    "mixer.q_weight": ("attn_q_norm.weight", 0.0),
+    "mixer.k_weight": ("attn_k_norm.weight", 0.0),
+    "mixer.in_proj.weight": ("ssm_in.weight", 0.0),
+    "mixer.bcdt_proj.weight": ("ssm_x.weight", 0.0),
+    "mixer.dt_proj.weight": ("ssm_dt.weight", 0.0),
+    "mixer.dt_bias": ("ssm_dt.bias", 0.0),
+    "mixer.D": ("ssm_d", 0.0),
+    "mixer.dt_norm_weight": ("ssm_dt_norm", 0.0),
+    "mixer.B_norm_weight": ("ssm_b_norm", 0.0),
+    "mixer.C_norm_weight": ("ssm_c_norm", 0.0),
+    "mixer.out_proj.weight": ("ssm_out.weight", 0.0),
+}
+
+
+class Plamo2(Converter):
+    """PLaMo 2: Mamba 2 mixers (one head group, time step, B and C normed) and, every `mamba_step` layers, attention
+    with per-head query/key norms; a norm before and after each mixer and MLP, each stored as an offset from a fixed
+    value. mlx_lm attends over the whole context in every attention layer, as llama.cpp's plamo2 does, and rotates
+    with base 10000 whatever the config says."""
+
+    def with_common_keys(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        from .latent_attention import as_mlx_lm_reads
+
+        config = as_mlx_lm_reads(config)
+        return {**config, "head_dim": int(config["hidden_size_per_head"])}
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        if not self.with_common_keys(config)["mamba_enabled"]:
+            raise UnsupportedModel(
+                "plamo2 with mamba_enabled=False: llama.cpp's plamo2 keeps a recurrent state it then has no layer "
+                "for, and stops on GGML_ASSERT(buffer) at the first decode"
+            )
+        eps = float(self.with_common_keys(config)["rms_norm_eps"])
+        if eps != 1e-6:
+            raise UnsupportedModel(
+                f"plamo2 with rms_norm_eps {eps!r}: mlx_lm norms queries and keys with 1e-6 whatever the config says, "
+                "llama.cpp's plamo2 with the config's epsilon"
+            )
+
+    def attention_layers(self, config: Dict[str, Any]) -> List[bool]:
+        from mlx_lm.models.plamo2 import is_mamba
+
+        args = _mlx_args(config)
+        return [not is_mamba(args, layer) for layer in range(int(args.num_hidden_layers))]
+
+    def head_counts(self, config: Dict[str, Any]) -> int:
+        """One count for every layer (head_count_kv's zeros mark the Mamba ones): llama.cpp reads the head width and
+        the rotated dims only when the first layer's head count is nonzero, and its rope never returns on zero."""
+        return int(config["num_attention_heads"])
+
+    def rope_base(self, config: Dict[str, Any], local: bool = False) -> float:
+        return 10000.0  # mlx_lm's nn.RoPE default: its plamo2 reads no rope_theta
+
+    def rope_scaling(self, config: Dict[str, Any]) -> None:
+        return None  # mlx_lm's plamo2 reads none
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        match = _PLAMO2_LAYER.match(name)
+        if match is None:
+            if name == "model.norm.weight":
+                return [("output_norm.weight", data + np.float32(1.0), True)]
+            return super().split_weight(name, data, config)
+        layer, rest = match.groups()
+        if rest == "mixer.conv1d.weight":
+            return [(f"blk.{layer}.ssm_conv1d.weight", data.reshape(data.shape[0], -1), True)]
+        if rest == "mixer.A_log":
+            return [(f"blk.{layer}.ssm_a", -np.exp(data), True)]  # llama.cpp stores A itself
+        tensor, offset = _PLAMO2_NAMES[rest]
+        return [(f"blk.{layer}.{tensor}", data + np.float32(offset) if offset else data, True)]
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        heads, width = int(config["mamba_num_heads"]), int(config["hidden_size_per_head"])
+        writer.add_ssm_state_size(int(config["mamba_d_state"]))
+        writer.add_ssm_conv_kernel(int(config["mamba_d_conv"]))
+        writer.add_ssm_time_step_rank(heads)
+        writer.add_ssm_inner_size(heads * width)
+        writer.add_ssm_group_count(0)  # llama.cpp's plamo2 asserts it: B and C are shared by every head
+
+
 # Nemotron-H with experts is written as nemotron_h_moe.
 CONVERTERS = {
     "mamba": Mamba(Family("mamba")),
@@ -394,4 +486,5 @@ CONVERTERS = {
     "nemotron_h": NemotronH(Family("nemotron_h")),
     "mamba2": Mamba2(Family("mamba2")),
     "jamba": Jamba(Family("jamba")),
+    "plamo2": Plamo2(Family("plamo2")),
 }

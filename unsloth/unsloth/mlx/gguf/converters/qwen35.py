@@ -7,11 +7,12 @@ Qwen 3.5 runs gated delta-net blocks (a short convolution over the fused query, 
 decaying recurrent state) with a full-attention block every `full_attention_interval`-th layer, whose query
 projection also carries a sigmoid gate per head. The keys and shapes follow llama.cpp's loader (`src/models/qwen35.cpp`,
 `qwen35moe.cpp`, llama-cpp-python 0.3.36); the values are what mlx_lm's `qwen3_5` computes, whose stored norms already
-hold Hugging Face's `1 + weight`.
+hold Hugging Face's `1 + weight`. Kimi Linear's delta-net layers (a decay per channel) go as llama.cpp's kimi-linear.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List
 
 import numpy as np
@@ -234,8 +235,114 @@ class Qwen3Next(Converter):
         writer.add_full_attention_interval(int(config.get("full_attention_interval") or 4))
 
 
+# Kimi Linear's delta-net weights by their mlx_lm name after `self_attn.`, as llama.cpp's kimi-linear names them.
+_KDA_NAMES = {
+    "q_conv.conv.weight": "ssm_conv1d_q.weight",
+    "k_conv.conv.weight": "ssm_conv1d_k.weight",
+    "v_conv.conv.weight": "ssm_conv1d_v.weight",
+    "f_a_proj.weight": "ssm_f_a.weight",
+    "f_b_proj.weight": "ssm_f_b.weight",
+    "b_proj.weight": "ssm_beta.weight",
+    "g_a_proj.weight": "ssm_g_a.weight",
+    "g_b_proj.weight": "ssm_g_b.weight",
+    "dt_bias": "ssm_dt.bias",
+    "o_norm.weight": "ssm_norm.weight",
+}
+_KIMI_LAYER = re.compile(r"^model\.layers\.(\d+)\.(?:self_attn|mlp)\.(.+)$")
+
+
+class KimiLinear(Converter):
+    """Kimi Linear: Kimi delta-attention layers (a short convolution over each of the query, key and value, a decay per
+    channel, a sigmoid-gated output norm) between latent-attention layers without rotary embeddings (as DeepSeek's,
+    one shared key/value head as wide as the latent), then experts beside shared ones after dense leading layers."""
+
+    def refuse(self, config: Dict[str, Any]) -> None:
+        linear = config["linear_attn_config"]
+        if int(linear["num_heads"]) != int(config["num_attention_heads"]):
+            raise UnsupportedModel(
+                "kimi_linear with linear_attn_config.num_heads apart from num_attention_heads: llama.cpp's "
+                "kimi-linear reads one head count for both kinds of layer"
+            )
+        if not int(config.get("num_experts") or 0) or not int(config.get("num_shared_experts") or 0):
+            raise UnsupportedModel("kimi_linear without routed and shared experts: llama.cpp's kimi-linear needs both")
+        if int(config.get("moe_layer_freq", 1)) != 1:
+            raise UnsupportedModel(
+                "kimi_linear with moe_layer_freq other than 1: llama.cpp's kimi-linear reads only leading dense layers"
+            )
+        if not config.get("moe_renormalize", True) or int(config.get("num_experts_per_token", 1)) == 1:
+            raise UnsupportedModel(
+                "kimi_linear with its top-k weights not renormalized (moe_renormalize off or one expert per token): "
+                "llama.cpp's kimi-linear always renormalizes them"
+            )
+        groups = int(config.get("num_expert_group", 1))
+        if config.get("use_grouped_topk", True) and groups > 1 and int(config.get("topk_group", 1)) < groups:
+            raise UnsupportedModel("kimi_linear choosing experts within groups: llama.cpp's kimi-linear reads none")
+
+    def attention_layers(self, config: Dict[str, Any]) -> List[bool]:
+        kda = set(config["linear_attn_config"]["kda_layers"])
+        return [layer + 1 not in kda for layer in range(int(config["num_hidden_layers"]))]
+
+    def kv_head_counts(self, config: Dict[str, Any]) -> List[int]:
+        return [1 if attends else 0 for attends in self.attention_layers(config)]  # the latent is one shared head
+
+    def rope_scaling(self, config: Dict[str, Any]) -> None:
+        return None  # mlx_lm's latent attention here rotates nothing, as llama.cpp's kimi-linear
+
+    def rotary_dims(self, config: Dict[str, Any]) -> int:
+        return int(config.get("qk_rope_head_dim") or 0)
+
+    def write_hyperparameters(self, writer: Any, config: Dict[str, Any]) -> None:
+        latent, rotated = int(config["kv_lora_rank"]), self.rotary_dims(config)
+        super().write_hyperparameters(writer, {**config, "head_dim": latent + rotated})  # key_length: latent + rotated
+
+    def write_keys(self, writer: Any, config: Dict[str, Any], family: Family) -> None:
+        import gguf
+
+        rotated, linear = self.rotary_dims(config), config["linear_attn_config"]
+        writer.add_kv_lora_rank(int(config["kv_lora_rank"]))
+        writer.add_key_length_mla(int(config["qk_nope_head_dim"]) + rotated)
+        writer.add_value_length_mla(int(config["v_head_dim"]))
+        writer.add_ssm_conv_kernel(int(linear.get("short_conv_kernel_size", 4)))
+        writer.add_kda_head_dim(int(linear["head_dim"]))
+        writer.add_expert_count(int(config["num_experts"]))
+        writer.add_expert_used_count(int(config["num_experts_per_token"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+        writer.add_expert_shared_count(int(config["num_shared_experts"]))
+        writer.add_leading_dense_block_count(int(config.get("first_k_dense_replace", 0)))
+        writer.add_expert_weights_scale(float(config.get("routed_scaling_factor", 1.0)))
+        softmax = config.get("moe_router_activation_func", "sigmoid") == "softmax"
+        writer.add_expert_gating_func(
+            gguf.ExpertGatingFuncType.SOFTMAX if softmax else gguf.ExpertGatingFuncType.SIGMOID
+        )
+
+    def value_dims(self, config: Dict[str, Any]) -> int:
+        return int(config["kv_lora_rank"])
+
+    def split_weight(self, name: str, data: np.ndarray, config: Dict[str, Any]) -> List[Piece]:
+        from .latent_attention import split_weight as split_latent
+
+        latent = split_latent(name, data, config)
+        if latent is not None:
+            return latent
+        match = _KIMI_LAYER.match(name)
+        if match is not None:
+            layer, rest = match.groups()
+            if rest in _KDA_NAMES:
+                if rest.endswith("conv.weight"):
+                    data = data.reshape(
+                        data.shape[0], 1, -1
+                    )  # (channels, kernel, 1) to llama.cpp's {kernel, 1, channels}
+                return [(f"blk.{layer}.{_KDA_NAMES[rest]}", data, True)]
+            if rest == "A_log":
+                return [(f"blk.{layer}.ssm_a", -np.exp(data).reshape(-1, 1), True)]  # llama.cpp stores A itself
+            if rest == "e_score_correction_bias":
+                return [(f"blk.{layer}.exp_probs_b.bias", data, True)]
+        return split_common_weight(name, data, config)
+
+
 CONVERTERS = {
     "qwen3_5_text": Qwen35(Family("qwen35")),
     "qwen3_5_moe_text": Qwen35(Family("qwen35moe", key="QWEN35MOE")),
     "qwen3_next": Qwen3Next(Family("qwen3next")),
+    "kimi_linear": KimiLinear(Family("kimi-linear", key="KIMI_LINEAR", output_required=True)),
 }
