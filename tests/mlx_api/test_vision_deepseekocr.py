@@ -38,12 +38,36 @@ class SamOnce:
         return self.seen[-1][1]
 
 
-def image_row(colour: Tuple[int, int, int], side: int = 64) -> Dict[str, Any]:
+def image_row(
+    colour: Tuple[int, int, int], side: int = 64, answer: str = "It is red.", images: int = 1
+) -> Dict[str, Any]:
     from PIL import Image
 
     square = Image.new("RGB", (side, side), colour)
-    question = {"role": "user", "content": [{"type": "image", "image": square}, {"type": "text", "text": "Colour?"}]}
-    return {"messages": [question, {"role": "assistant", "content": [{"type": "text", "text": "It is red."}]}]}
+    question = {
+        "role": "user",
+        "content": [*[{"type": "image", "image": square}] * images, {"type": "text", "text": "Colour?"}],
+    }
+    return {"messages": [question, {"role": "assistant", "content": [{"type": "text", "text": answer}]}]}
+
+
+def load_tiny(folder: Path) -> Tuple[Any, Any]:
+    from unsloth import FastVisionModel
+
+    model, processor = FastVisionModel.from_pretrained(str(folder), max_seq_length=256, load_in_4bit=False)
+    # mlx-vlm 0.7.10's processor keeps its own template (content parts rendered as text); the checkpoint's is taken.
+    processor.chat_template = processor.tokenizer.chat_template
+    return model, processor
+
+
+def own_call_logits(model: Any, processor: Any, row: Dict[str, Any]) -> Tuple[Any, np.ndarray]:
+    """mlx-vlm's own DeepSeek-OCR call on the processor's own batch of one row: its logits, and the row's ids."""
+    text = processor.apply_chat_template(row["messages"], tokenize=False)
+    image = row["messages"][0]["content"][0]["image"]
+    batch = processor(text=[text], images=[image], inference_mode=False, base_size=512)
+    own = model(batch["input_ids"], batch["images"], images_seq_mask=batch["images_seq_mask"],
+                images_spatial_crop=batch["images_spatial_crop"]).logits  # fmt: skip
+    return own, np.array(batch["input_ids"])[0]
 
 
 def answer_loss(logits: Any, ids: np.ndarray, mask: np.ndarray) -> float:
@@ -150,3 +174,79 @@ def test_an_image_over_640_pixels_is_refused_by_name_and_trains_resized(deepseek
     encoded = UnslothVisionDataCollator(model, processor, resize=640).encode(row)
     assert encoded.features["pixel_values"].shape == (1, 3, 512, 512)
     assert int(encoded.features["images_seq_mask"].sum()) == IMAGE_TOKENS
+
+
+def test_a_row_with_more_images_than_one_tower_call_keeps_is_refused_by_name(deepseekocr_dir, tmp_path) -> None:
+    from trl import SFTConfig, SFTTrainer
+
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    model, processor = load_tiny(deepseekocr_dir)
+    trainer = SFTTrainer(
+        model=model,
+        tokenizer=processor,
+        data_collator=UnslothVisionDataCollator(model, processor),
+        train_dataset=[image_row((220, 30, 30)), image_row((30, 30, 220), images=2)],
+        args=SFTConfig(
+            per_device_train_batch_size=2, max_steps=1, output_dir=str(tmp_path / "out"), report_to="none",
+            save_strategy="no", remove_unused_columns=False, dataset_text_field="", max_length=256,
+            dataset_kwargs={"skip_prepare_dataset": True},
+        ),
+    )  # fmt: skip
+    with pytest.raises(NotImplementedError, match="DeepseekOCRProcessor on MLX takes one image per row .a row has 2"):
+        trainer.train()
+
+
+def test_a_batch_run_in_parts_has_the_gradients_of_its_summed_row_losses(deepseekocr_dir) -> None:
+    """Two rows of different images and answers (so a view given to the wrong row, or padding, would show) run as one
+    call each; the batch's loss and LoRA gradients are those of each row through mlx-vlm's own call."""
+    import mlx.core as mx
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten
+
+    from unsloth_zoo.mlx.data import TokenizedRows, pad_batch
+
+    from unsloth import FastVisionModel
+    from unsloth.mlx.vision.training import VisionTrainRows, vision_step
+    from unsloth.trainer import UnslothVisionDataCollator
+
+    model, processor = load_tiny(deepseekocr_dir)
+    model = FastVisionModel.get_peft_model(
+        model, finetune_vision_layers=False, r=8, lora_alpha=16, target_modules="all-linear", random_state=3407
+    )
+    # LoRA's B starts at zero, which would leave every A's gradient zero too.
+    for _, module in model.named_modules():
+        if hasattr(module, "lora_b"):
+            module.lora_b = mx.random.normal(module.lora_b.shape) * 0.05
+    model.sam_model = SamOnce(model.sam_model)
+    given = [image_row((220, 30, 30)), image_row((30, 30, 220), answer="It is blue, a deep and even blue.")]
+    collator = UnslothVisionDataCollator(model, processor)
+    encoded = [collator.encode(row) for row in given]
+    rows = VisionTrainRows(
+        TokenizedRows([row.ids for row in encoded]), [row.mask for row in encoded], [row.features for row in encoded]
+    )
+    tokens, lengths = pad_batch(rows, [0, 1], 0)
+    loss, count, grads = vision_step(model, rows)(mx.array(tokens), mx.array(lengths))
+    targets = sum(int(row.mask[1:].sum()) for row in encoded)
+
+    def summed_row_losses(m: Any) -> Any:
+        total = mx.array(0.0)
+        for row, mine in zip(given, encoded):
+            logits, ids = own_call_logits(m, processor, row)
+            assert ids.tolist() == mine.ids.tolist()
+            logits = logits[0, :-1].astype(mx.float32)
+            log_probs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+            picked = mx.take_along_axis(log_probs, mx.array(ids[1:])[:, None], axis=-1)[:, 0]
+            total = total - (picked * mx.array(mine.mask[1:].astype(np.float32))).sum()
+        return total / targets
+
+    expected_loss, expected = nn.value_and_grad(model, summed_row_losses)(model)
+    assert len(model.sam_model.seen) == 2
+    assert int(count.item()) == targets
+    assert abs(loss.item() - expected_loss.item()) < 1e-5, (loss.item(), expected_loss.item())
+    expected_grads = dict(tree_flatten(expected))
+    got = dict(tree_flatten(grads))
+    assert set(got) == set(expected_grads) and got
+    worst = max(float(mx.abs(got[name] - expected_grads[name]).max().item()) for name in got)
+    assert worst < 1e-6, worst
+    assert max(float(mx.abs(value).max().item()) for value in got.values()) > 1e-4, "the gradients are not all zero"

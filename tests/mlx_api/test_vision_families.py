@@ -256,7 +256,10 @@ def _sft_config(output_dir: Path, batch: int) -> Any:
     )
 
 
-IMAGE_LIMITED = sorted(family for family, limit in TOWER_CALL_LIMITS.items() if limit.images is not None)
+# A family with a test module of its own (OWN_MODULES) is checked there, on its full-size tower.
+IMAGE_LIMITED = sorted(
+    family for family, limit in TOWER_CALL_LIMITS.items() if limit.images is not None and family not in OWN_MODULES
+)
 
 
 @pytest.mark.parametrize("family", IMAGE_LIMITED)
@@ -324,7 +327,16 @@ def _summed_row_losses(model: Any, rows: list) -> Any:
 
 
 # Families whose image batches run in parts (Gemma 4's audio clips do: tests/mlx_api/test_vision_audio.py).
-IMAGE_BATCHES_IN_PARTS = sorted(family for family, limit in TOWER_CALL_LIMITS.items() if limit.rows or limit.images)
+IMAGE_BATCHES_IN_PARTS = sorted(
+    family for family, limit in TOWER_CALL_LIMITS.items() if (limit.rows or limit.images) and family not in OWN_MODULES
+)
+
+
+@pytest.mark.parametrize("family", sorted(set(TOWER_CALL_LIMITS) & set(OWN_MODULES)))
+def test_a_limited_family_with_a_module_of_its_own_checks_its_parts_and_refusal_there(family) -> None:
+    text = (Path(__file__).parent / OWN_MODULES[family]).read_text()
+    assert "def test_a_row_with_more_images_than_one_tower_call_keeps_is_refused_by_name" in text
+    assert "def test_a_batch_run_in_parts_has_the_gradients_of_its_summed_row_losses" in text
 
 
 @pytest.mark.parametrize("family", IMAGE_BATCHES_IN_PARTS)
