@@ -158,7 +158,6 @@ def mlx(session: nox.Session) -> None:
     session.run(
         "pytest",
         "tests/mlx_backend",
-        "--expect-trl=absent",
         "-m",
         mlx_test_blas.REFERENCE_MARK,
         *session.posargs,

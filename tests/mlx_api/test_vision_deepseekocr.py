@@ -182,19 +182,22 @@ def test_a_row_with_more_images_than_one_tower_call_keeps_is_refused_by_name(dee
     from unsloth.trainer import UnslothVisionDataCollator
 
     model, processor = load_tiny(deepseekocr_dir)
-    trainer = SFTTrainer(
-        model=model,
-        tokenizer=processor,
-        data_collator=UnslothVisionDataCollator(model, processor),
-        train_dataset=[image_row((220, 30, 30)), image_row((30, 30, 220), images=2)],
-        args=SFTConfig(
-            per_device_train_batch_size=2, max_steps=1, output_dir=str(tmp_path / "out"), report_to="none",
-            save_strategy="no", remove_unused_columns=False, dataset_text_field="", max_length=256,
-            dataset_kwargs={"skip_prepare_dataset": True},
-        ),
-    )  # fmt: skip
+    args = SFTConfig(
+        per_device_train_batch_size=2,
+        max_steps=1,
+        output_dir=str(tmp_path / "out"),
+        report_to="none",
+        save_strategy="no",
+        remove_unused_columns=False,
+        dataset_text_field="",
+        max_length=256,
+        dataset_kwargs={"skip_prepare_dataset": True},
+    )
+    rows = [image_row((220, 30, 30)), image_row((30, 30, 220), images=2)]
+    # The trainer encodes its rows as it is built, so the refusal comes before the first step.
     with pytest.raises(NotImplementedError, match="DeepseekOCRProcessor on MLX takes one image per row .a row has 2"):
-        trainer.train()
+        collator = UnslothVisionDataCollator(model, processor)
+        SFTTrainer(model=model, tokenizer=processor, data_collator=collator, train_dataset=rows, args=args)
 
 
 def test_a_batch_run_in_parts_has_the_gradients_of_its_summed_row_losses(deepseekocr_dir) -> None:
