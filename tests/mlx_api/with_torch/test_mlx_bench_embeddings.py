@@ -46,7 +46,8 @@ def test_bench_reports_an_embedding_step_against_mlx_embeddings_lora(tmp_path, c
     rows = [[cell.strip() for cell in line.split("|")[1:3]] for line in table[2:]]
     assert rows == [
         ["mlx-embeddings-lora train_contrastive (mnr)", "one rolled negative, unscaled"],
-        ["unsloth SentenceTransformerTrainer (MNRL)", "every in-batch negative, scale 20"],
+        ["unsloth SentenceTransformerTrainer (MNRL) (uncompiled)", "every in-batch negative, scale 20"],
+        ["unsloth SentenceTransformerTrainer (MNRL) (mx_compile)", "every in-batch negative, scale 20"],
     ]
     assert table[2].endswith("| 1.00x |")
     # Tokens per step: both columns of every row, each exactly the row length.

@@ -19,6 +19,7 @@ from unsloth_zoo.mlx.callbacks import CallbackHandler, FlowCallback, TrainerCont
 from unsloth_zoo.mlx.distributed import current_world
 from unsloth_zoo.mlx.lora import warn_if_training_without_lora
 
+from ..embeddings.model import padded_width
 from ..embeddings.trainer import MeanLossTrainer
 from ..training.arguments import trainer_arguments
 
@@ -44,8 +45,10 @@ class ClassifierRows:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def batch(self, indices: np.ndarray, pad_id: int, left: bool) -> Tuple[mx.array, mx.array, mx.array]:
-        width = int(max(self.lengths[i] for i in indices))
+    def batch(
+        self, indices: np.ndarray, pad_id: int, left: bool, multiple: Optional[int] = None
+    ) -> Tuple[mx.array, mx.array, mx.array]:
+        width = padded_width(int(max(self.lengths[i] for i in indices)), multiple)
         ids = np.full((len(indices), width), pad_id, dtype=np.int32)
         masks = np.zeros((len(indices), width), dtype=np.int32)
         for row, index in enumerate(indices):
@@ -110,7 +113,7 @@ class ClassifierTrainer(MeanLossTrainer):
         return model(ids, masks, labels).loss
 
     def _micro_batch(self, indices: np.ndarray) -> Tuple[mx.array, mx.array, mx.array]:
-        return self.train_rows.batch(indices, self.pad_id, self.left_padding)
+        return self.train_rows.batch(indices, self.pad_id, self.left_padding, self._pad_multiple)
 
     def predict_rows(self, rows: ClassifierRows) -> Tuple[np.ndarray, np.ndarray, float]:
         """Logits, labels and the row-weighted mean loss over `rows`, in their order, in eval mode."""

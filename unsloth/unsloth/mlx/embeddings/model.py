@@ -60,6 +60,11 @@ def similarity_scores(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
     raise ValueError(f"similarity_fn_name {name!r} is not one of {', '.join(SIMILARITIES)}")
 
 
+def padded_width(width: int, multiple: Optional[int]) -> int:
+    """`width` rounded up to `multiple` (unchanged without one): a compiled step traces once per width bucket."""
+    return width if not multiple else -(-width // multiple) * multiple
+
+
 class EvaluationRecord:
     """What ST's evaluators write to `model.model_card_data`: each evaluator's latest metrics, kept for reading."""
 
@@ -151,9 +156,14 @@ class SentenceEmbeddingModel(nn.Module):
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_seq_length)
         return [list(ids) for ids in encoded["input_ids"]]
 
-    def token_batch(self, rows: Sequence[Sequence[int]], prompt: str = "") -> Tuple[mx.array, ...]:
-        """`token_rows` padded as the tokenizer pads (its side and pad id): the ids, mask and pooling mask to embed."""
-        width = max(len(row) for row in rows)
+    def token_batch(
+        self, rows: Sequence[Sequence[int]], prompt: str = "", multiple: Optional[int] = None
+    ) -> Tuple[mx.array, ...]:
+        """`token_rows` padded as the tokenizer pads (its side and pad id), to a multiple of `multiple` when given:
+        the ids, mask and pooling mask to embed."""
+        longest = max(len(row) for row in rows)
+        # Rounding up never pads past max_seq_length, which no row exceeds.
+        width = max(longest, min(padded_width(longest, multiple), self.max_seq_length or longest))
         ids = np.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
         left = getattr(self.tokenizer, "padding_side", "right") == "left"

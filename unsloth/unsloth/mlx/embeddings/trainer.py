@@ -17,10 +17,10 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_map
 
-from unsloth_zoo.mlx.backward_order import evaluate_gradients
 from unsloth_zoo.mlx.callbacks import CallbackHandler, FlowCallback, TrainerControl, TrainerState
 from unsloth_zoo.mlx.distributed import current_world
 from unsloth_zoo.mlx.lora import warn_if_training_without_lora
+from unsloth_zoo.mlx.optim import clip_gradients
 from unsloth_zoo.mlx.trainer import MLXTrainer
 
 from ..training.arguments import foreign_keywords, trainer_arguments
@@ -73,13 +73,16 @@ class EmbeddingRows:
                 for index, row in zip(part, rows):
                     self.tokens[name][index] = row
 
-    def batch(self, indices: np.ndarray, model: Any, prompts: List[str]) -> Tuple[List[Any], Optional[mx.array]]:
-        """Each column's padded token batch (rows tokenized on first use), and the labels."""
+    def batch(
+        self, indices: np.ndarray, model: Any, prompts: List[str], multiple: Optional[int] = None
+    ) -> Tuple[List[Any], Optional[mx.array]]:
+        """Each column's padded token batch (rows tokenized on first use; widths rounded up to `multiple`), and the
+        labels."""
         missing = [int(i) for i in indices if self.tokens[self.columns[0]][i] is None]
         if missing:
             self.tokenize(model, prompts, missing)
         columns = [
-            model.token_batch([self.tokens[name][i] for i in indices], prompt)
+            model.token_batch([self.tokens[name][i] for i in indices], prompt, multiple)
             for name, prompt in zip(self.columns, prompts)
         ]
         labels = None if self.labels is None else mx.array(self.labels[indices])
@@ -156,35 +159,71 @@ class MeanLossTrainer(MLXTrainer):
         return [order[start : start + size] for start in range(0, len(order), size)]
 
     def _build_step_functions(self) -> None:
-        model, optimizer = self.model, self.optimizer
-        self._loss_and_grad = nn.value_and_grad(model, self.compute_loss)
+        model, optimizer, args = self.model, self.optimizer, self.args
+        loss_and_grad = nn.value_and_grad(model, self.compute_loss)
 
-        def apply_update(grads: Any) -> mx.array:
+        def accumulate(grads: Any, loss_sum: Any, *inputs: Any) -> Tuple[Any, mx.array]:
+            loss, micro_grads = loss_and_grad(model, *inputs)
+            if grads is None:
+                return micro_grads, loss
+            return tree_map(mx.add, grads, micro_grads), loss_sum + loss
+
+        def step(grads: Any, loss_sum: Any, count: int, *inputs: Any) -> Tuple[mx.array, mx.array]:
+            grads, loss_sum = accumulate(grads, loss_sum, *inputs)
+            if count > 1:
+                grads = tree_map(lambda gradient: gradient / count, grads)
+            grads, grad_norm = clip_gradients(grads, args.grad_clip_mode, args.max_grad_norm, args.max_grad_value)
             optimizer.update(model, grads)
-            return optimizer.step
+            return loss_sum / count, grad_norm
 
-        # The update's shapes never change, so one trace serves every step: on CPU it took the update's evaluation
-        # from 17 to 6 ms a step (2 LoRA layers); the forward and backward stay uncompiled, where it did not help.
-        captured = [model.state, optimizer.state]
-        self._apply_update = mx.compile(apply_update, inputs=captured, outputs=captured)
+        # Compiled as the zoo's trainer decides (on a GPU, or `mx_compile=True`), one trace per width bucket, as
+        # mlx-embeddings-lora's step: on CPU it took a step's process time from 127 to 109 ms (hidden 64, 2 layers,
+        # 32 tokens) and 4.3 to 4.1 s (hidden 256, 4 layers, 64 tokens), against each gradient evaluated alone.
+        if self._use_compile():
+            captured = [model.state, optimizer.state, mx.random.state]
+            accumulate = mx.compile(accumulate, inputs=captured, outputs=captured)
+            step = mx.compile(step, inputs=captured, outputs=captured)
+        self._accumulate, self._step = accumulate, step
 
-    def _gradients(self, group: List[np.ndarray]) -> Tuple[Any, mx.array]:
-        self._fire("on_step_begin")
-        mx.random.seed(self.args.seed + self.state.global_step)
-        grads, step_loss = None, mx.array(0.0)
-        for position, indices in enumerate(group):
-            loss, micro_grads = self._loss_and_grad(self.model, *self._micro_batch(indices))
-            grads = micro_grads if grads is None else tree_map(mx.add, grads, micro_grads)
-            step_loss = step_loss + loss
-            self._samples_seen += len(indices)
-            # Leaf by leaf in backward order (the text trainer's way): 10% less CPU per step than one `mx.eval` here.
-            evaluate_gradients(grads, step_loss)
-            if position < len(group) - 1:
+    def _run_epoch(self, epoch: int, first_step: int, plan: Any) -> None:
+        """The zoo's epoch, with each step's loss, gradients, clipping and update as one compiled call evaluated
+        once (micro-batches before the last are summed and evaluated one by one, so memory holds one at a time)."""
+        if self.world.is_distributed:
+            raise NotImplementedError(f"{type(self).__name__} on MLX trains in one process, not across ranks")
+        args = self.args
+        batches = self._epoch_batches(epoch)
+        self.callback_handler.train_dataloader = batches
+        accumulation = args.gradient_accumulation_steps
+        grad_norm, learning_rate = None, None
+        for step_in_epoch in range(first_step, plan.steps_per_epoch):
+            # The epoch's last step takes whatever micro-batches remain, even fewer than the accumulation count.
+            group = batches[step_in_epoch * accumulation : (step_in_epoch + 1) * accumulation]
+            self._fire("on_step_begin")
+            # Randomness (dropout) is a function of the step, so a resumed run draws what the uninterrupted one did.
+            mx.random.seed(args.seed + self.state.global_step)
+            grads, loss_sum = None, None
+            for indices in group[:-1]:
+                grads, loss_sum = self._accumulate(grads, loss_sum, *self._micro_batch(indices))
+                self._samples_seen += len(indices)
+                mx.eval(grads, loss_sum)
                 self._fire("on_substep_end")
-        count = len(group)
-        if count > 1:
-            grads = tree_map(lambda g: g / count, grads)
-        return grads, step_loss / count
+            inputs = self._micro_batch(group[-1])
+            self._samples_seen += len(group[-1])
+            self._fire("on_pre_optimizer_step")
+            learning_rate = self._rates[min(self.state.global_step, len(self._rates) - 1)]
+            step_loss, grad_norm = self._step(grads, loss_sum, len(group), *inputs)
+            self._running_loss = self._running_loss + step_loss
+            del grads  # else this step's gradients stay alive through the next step's backward pass
+            mx.eval(self._running_loss, grad_norm, self.model.state, self.optimizer.state)
+            self._fire("on_optimizer_step")
+            self.state.global_step += 1
+            self.state.epoch = epoch + (step_in_epoch * accumulation + len(group)) / plan.batches_per_epoch
+            self._fire("on_step_end")
+            self._log_evaluate_save(grad_norm, learning_rate)
+            if self.control.should_epoch_stop or self.control.should_training_stop:
+                break
+        self._fire("on_epoch_end")
+        self._log_evaluate_save(grad_norm, learning_rate)
 
 
 class EmbeddingTrainer(MeanLossTrainer):
@@ -254,7 +293,12 @@ class EmbeddingTrainer(MeanLossTrainer):
         return super()._train(resume_from_checkpoint)
 
     def _micro_batch(self, indices: np.ndarray) -> Tuple[Any, ...]:
-        return self.train_rows.batch(indices, self.model, self.prompts)
+        columns, labels = self.train_rows.batch(indices, self.model, self.prompts, self._pad_multiple)
+        # Every column's tokens without padding (read from the kept rows: no wait on the device), what
+        # `train_tokens_per_second` counts.
+        rows = self.train_rows.tokens
+        self.state.num_input_tokens_seen += sum(len(rows[name][index]) for name in rows for index in indices)
+        return columns, labels
 
     def evaluate(self) -> dict:
         """The eval loss over the eval rows (batch means weighted by rows), and the evaluator's metrics if given."""
