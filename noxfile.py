@@ -42,13 +42,10 @@ nox.options.sessions = [
 
 ROOT = Path(__file__).parent
 PIP_SETTINGS = pip_settings.read()
-# uv takes its packages where pip is told to (pip's config is uv's environment) and seeds each venv with pip, which
-# the sessions' own `python -m pip` calls (a llama.cpp wheel build, `pip freeze` for pins) need. Unlike pip it
-# compiles no bytecode at install: Python writes it for what the tests import, a fraction of what the venvs hold (a
-# datasets session took 40 s of CPU compiling all, 27 s not).
-UV_AS_PIP = {"UV_VENV_SEED": "1"}
-# Where ranks are launched side by side, each would compile the modules no earlier process imported.
-UV_COMPILE_AT_INSTALL = {"UV_COMPILE_BYTECODE": "1"}
+# uv takes its packages where pip is told to (pip's config is uv's environment), seeds each venv with pip, which the
+# sessions' own `python -m pip` calls (a llama.cpp wheel build, `pip freeze` for pins) need, and compiles bytecode at
+# install as pip does: else the 8-rank launches each compile torch's modules at once on their first import.
+UV_AS_PIP = {"UV_VENV_SEED": "1", "UV_COMPILE_BYTECODE": "1"}
 for _variable, _value in {**pip_settings.uv_environment(PIP_SETTINGS), **UV_AS_PIP}.items():
     os.environ.setdefault(_variable, _value)
 DATASETS_VERSIONS = json.loads((ROOT / "shared" / "datasets_versions.json").read_text())["versions"]
@@ -197,8 +194,6 @@ def mlx_torch(session: nox.Session) -> None:
 @nox.session
 def trl(session: nox.Session) -> None:
     """The real TRL trainers built through unsloth on a tiny llama (CPU torch): pools spied, then 2 steps each."""
-    for variable, value in UV_COMPILE_AT_INSTALL.items():
-        session.env.setdefault(variable, os.environ.get(variable, value))
     _install_packages(session, *RUNTIME_DEPS, "trl", "transformers", "torch==2.13.0", "pytest")
     session.run("pytest", "tests/trl_real", *session.posargs)
 
