@@ -70,6 +70,31 @@ def own_call_logits(model: Any, processor: Any, row: Dict[str, Any]) -> Tuple[An
     return own, np.array(batch["input_ids"])[0]
 
 
+def sft_config(tmp_path: Path, batch: int, **fields: Any) -> Any:
+    from trl import SFTConfig
+
+    return SFTConfig(
+        per_device_train_batch_size=batch,
+        max_steps=1,
+        output_dir=str(tmp_path / "out"),
+        report_to="none",
+        save_strategy="no",
+        remove_unused_columns=False,
+        dataset_text_field="",
+        max_length=256,
+        dataset_kwargs={"skip_prepare_dataset": True},
+        **fields,
+    )
+
+
+def with_lora(model: Any) -> Any:
+    from unsloth import FastVisionModel
+
+    return FastVisionModel.get_peft_model(
+        model, finetune_vision_layers=False, r=8, lora_alpha=16, target_modules="all-linear", random_state=3407
+    )
+
+
 def answer_loss(logits: Any, ids: np.ndarray, mask: np.ndarray) -> float:
     """Mean next-token loss over the masked targets, in float64."""
     import mlx.core as mx
@@ -84,19 +109,15 @@ def answer_loss(logits: Any, ids: np.ndarray, mask: np.ndarray) -> float:
 def test_an_image_row_trains_one_step_with_the_loss_of_mlx_vlms_own_call(deepseekocr_dir, tmp_path) -> None:
     """One step on an image row: the trainer's loss is mlx-vlm's own DeepSeek-OCR call's on the processor's own batch
     (its [crops, global views] pair and `images_seq_mask`), the image moves that loss, and LoRA learns."""
+    import mlx.core as mx
     from mlx.utils import tree_flatten, tree_unflatten
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
-    from unsloth import FastVisionModel
     from unsloth.trainer import UnslothVisionDataCollator
 
-    model, processor = FastVisionModel.from_pretrained(str(deepseekocr_dir), max_seq_length=256, load_in_4bit=False)
+    model, processor = load_tiny(deepseekocr_dir)
     assert type(model).__module__ == "mlx_vlm.models.deepseekocr.deepseekocr"
-    # mlx-vlm 0.7.10's processor keeps its own template (content parts rendered as text); the checkpoint's is taken.
-    processor.chat_template = processor.tokenizer.chat_template
-    model = FastVisionModel.get_peft_model(
-        model, finetune_vision_layers=False, r=8, lora_alpha=16, target_modules="all-linear", random_state=3407
-    )
+    model = with_lora(model)
     model.sam_model = SamOnce(model.sam_model)
     row = image_row((220, 30, 30))
     collator = UnslothVisionDataCollator(model, processor)
@@ -109,20 +130,7 @@ def test_an_image_row_trains_one_step_with_the_loss_of_mlx_vlms_own_call(deepsee
         train_dataset=[row],
         processing_class=processor.tokenizer,
         data_collator=collator,
-        args=SFTConfig(
-            per_device_train_batch_size=1,
-            max_steps=1,
-            learning_rate=5e-3,
-            warmup_steps=0,
-            logging_steps=1,
-            output_dir=str(tmp_path / "out"),
-            report_to="none",
-            save_strategy="no",
-            remove_unused_columns=False,
-            dataset_text_field="",
-            max_length=256,
-            dataset_kwargs={"skip_prepare_dataset": True},
-        ),
+        args=sft_config(tmp_path, 1, learning_rate=5e-3, warmup_steps=0, logging_steps=1),
     )
     trainer.train()
     loss = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry][0]
@@ -131,16 +139,11 @@ def test_an_image_row_trains_one_step_with_the_loss_of_mlx_vlms_own_call(deepsee
     assert any(name.startswith("language_model.") for name in moved), sorted(moved)
     # The reference: the weights the step started from, the processor's own batch through mlx-vlm's own call.
     model.update(tree_unflatten(list(untrained.items())))
-    text = processor.apply_chat_template(row["messages"], tokenize=False)
-    image = row["messages"][0]["content"][0]["image"]
-    batch = processor(text=[text], images=[image], inference_mode=False, base_size=512)
-    ids = np.array(batch["input_ids"])[0]
+    own, ids = own_call_logits(model, processor, row)
     assert ids.tolist() == encoded.ids.tolist()
-    own = model(batch["input_ids"], batch["images"], images_seq_mask=batch["images_seq_mask"],
-                images_spatial_crop=batch["images_spatial_crop"]).logits  # fmt: skip
     expected = answer_loss(own, ids, encoded.mask)
     # Without pixels, mlx-vlm leaves the image tokens their own embeddings.
-    without_image = answer_loss(model.language_model(batch["input_ids"]).logits, ids, encoded.mask)
+    without_image = answer_loss(model.language_model(mx.array(ids[None, :])).logits, ids, encoded.mask)
     assert len(model.sam_model.seen) == 1
     assert np.isfinite(loss) and abs(loss - expected) < 1e-4, (loss, expected, without_image)
     assert abs(expected - without_image) > 1e-2, (expected, without_image)
@@ -177,22 +180,12 @@ def test_an_image_over_640_pixels_is_refused_by_name_and_trains_resized(deepseek
 
 
 def test_a_row_with_more_images_than_one_tower_call_keeps_is_refused_by_name(deepseekocr_dir, tmp_path) -> None:
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     from unsloth.trainer import UnslothVisionDataCollator
 
     model, processor = load_tiny(deepseekocr_dir)
-    args = SFTConfig(
-        per_device_train_batch_size=2,
-        max_steps=1,
-        output_dir=str(tmp_path / "out"),
-        report_to="none",
-        save_strategy="no",
-        remove_unused_columns=False,
-        dataset_text_field="",
-        max_length=256,
-        dataset_kwargs={"skip_prepare_dataset": True},
-    )
+    args = sft_config(tmp_path, 2)
     rows = [image_row((220, 30, 30)), image_row((30, 30, 220), images=2)]
     # The trainer encodes its rows as it is built, so the refusal comes before the first step.
     with pytest.raises(NotImplementedError, match="DeepseekOCRProcessor on MLX takes one image per row .a row has 2"):
@@ -209,14 +202,11 @@ def test_a_batch_run_in_parts_has_the_gradients_of_its_summed_row_losses(deepsee
 
     from unsloth_zoo.mlx.data import TokenizedRows, pad_batch
 
-    from unsloth import FastVisionModel
     from unsloth.mlx.vision.training import VisionTrainRows, vision_step
     from unsloth.trainer import UnslothVisionDataCollator
 
     model, processor = load_tiny(deepseekocr_dir)
-    model = FastVisionModel.get_peft_model(
-        model, finetune_vision_layers=False, r=8, lora_alpha=16, target_modules="all-linear", random_state=3407
-    )
+    model = with_lora(model)
     # LoRA's B starts at zero, which would leave every A's gradient zero too.
     for _, module in model.named_modules():
         if hasattr(module, "lora_b"):
